@@ -1,0 +1,43 @@
+"""The ``Gradients`` container returned by ``backward()``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+
+class Gradients:
+    """Gradients of the require-grad leaves one backward pass reached, keyed by node identity.
+
+    Read a leaf's gradient with ``leaf.grad(grads)``; the container holds raw arrays and no graph
+    references, so it is cheap to keep and safe to hand to another thread. ``len(grads)`` counts
+    the gradients still held.
+    """
+
+    __slots__ = ("_store", "recomputed")
+
+    def __init__(self, store: dict[int, Any] | None = None) -> None:
+        self._store: dict[int, Any] = {} if store is None else store
+        # node id -> how many times backward recomputed it (gradient checkpointing statistics)
+        self.recomputed: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._store
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._store))
+
+    def get(self, node_id: int) -> Any:
+        return self._store.get(node_id)
+
+    def pop(self, node_id: int) -> Any:
+        return self._store.pop(node_id, None)
+
+    def put(self, node_id: int, value: Any) -> None:
+        self._store[node_id] = value
+
+    def __repr__(self) -> str:
+        return f"Gradients({len(self._store)} tensors)"

@@ -1,0 +1,258 @@
+"""The NumPy backend: ember's embedded default. Arrays are ``np.ndarray``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ... import dtype as dt
+from ...dtype import DType
+from ..registry import register_backend
+from .special import erf as _erf
+
+Shape = tuple[int, ...]
+
+_TO_NP: dict[DType, np.dtype] = {
+    dt.float16: np.dtype(np.float16),
+    dt.bfloat16: np.dtype(ml_dtypes.bfloat16),
+    dt.float32: np.dtype(np.float32),
+    dt.float64: np.dtype(np.float64),
+    dt.int32: np.dtype(np.int32),
+    dt.int64: np.dtype(np.int64),
+    dt.bool_: np.dtype(np.bool_),
+}
+_FROM_NP: dict[np.dtype, DType] = {v: k for k, v in _TO_NP.items()}
+_NP_FLOATS = frozenset(v for k, v in _TO_NP.items() if k.is_float)
+
+
+def np_dtype(d: DType) -> np.dtype:
+    return _TO_NP[d]
+
+
+def ember_dtype(d: np.dtype) -> DType | None:
+    """The ember dtype of a NumPy dtype, or None when ember has no such dtype."""
+    return _FROM_NP.get(d)
+
+
+@register_backend("numpy")
+class NumpyBackend:
+    """Primitives on ``np.ndarray``. Inputs were validated by ``ember.tensor.checks``."""
+
+    name = "numpy"
+    array_type = np.ndarray
+
+    def __init__(self, where: str = "cpu") -> None:
+        self.placement = where
+        self.rng = np.random.default_rng()
+
+    # ---------------------------------------------------------------- storage
+    def from_numpy(self, a: np.ndarray, dtype: DType | None = None) -> np.ndarray:
+        if dtype is None:
+            return np.array(a, copy=True)
+        return np.array(a, dtype=_TO_NP[dtype], copy=True)
+
+    def to_numpy(self, x: np.ndarray) -> np.ndarray:
+        return np.array(x, copy=True)
+
+    def dtype_of(self, x: np.ndarray) -> DType:
+        return _FROM_NP[x.dtype]
+
+    def is_float(self, x: np.ndarray) -> bool:
+        return x.dtype in _NP_FLOATS
+
+    def asarray(self, x: Any) -> np.ndarray:
+        return np.asarray(x)
+
+    def cast(self, x: np.ndarray, dtype: DType) -> np.ndarray:
+        return x.astype(_TO_NP[dtype])
+
+    def full(self, shape: Shape, value: float | int | bool, dtype: DType) -> np.ndarray:
+        return np.full(shape, value, dtype=_TO_NP[dtype])
+
+    def empty(self, shape: Shape, dtype: DType) -> np.ndarray:
+        return np.empty(shape, dtype=_TO_NP[dtype])
+
+    def arange(self, start: int, end: int, step: int, dtype: DType) -> np.ndarray:
+        return np.arange(start, end, step, dtype=_TO_NP[dtype])
+
+    def copy(self, x: np.ndarray) -> np.ndarray:
+        return x.copy()
+
+    def seed(self, n: int) -> None:
+        self.rng = np.random.default_rng(n)
+
+    def uniform(self, shape: Shape, lo: float, hi: float, dtype: DType) -> np.ndarray:
+        return self.rng.uniform(lo, hi, size=shape).astype(_TO_NP[dtype], copy=False)
+
+    def normal(self, shape: Shape, mean: float, std: float, dtype: DType) -> np.ndarray:
+        return self.rng.normal(mean, std, size=shape).astype(_TO_NP[dtype], copy=False)
+
+    def bernoulli(self, shape: Shape, p: float, dtype: DType) -> np.ndarray:
+        return (self.rng.random(size=shape) < p).astype(_TO_NP[dtype], copy=False)
+
+    # ---------------------------------------------------------------- engine helpers
+    def sum_to_shape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
+        """Sum a broadcast gradient back to ``shape``."""
+        if x.shape == shape:
+            return x
+        lead = x.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            i + lead for i, n in enumerate(shape) if n == 1 and x.shape[i + lead] != 1
+        )
+        out = x.sum(axis=axes, keepdims=True) if axes else x
+        if lead:
+            out = out.reshape(shape)
+        return np.asarray(out)
+
+    def zeros_like(self, x: np.ndarray) -> np.ndarray:
+        return np.zeros_like(x)
+
+    def ones_like(self, x: np.ndarray) -> np.ndarray:
+        return np.ones_like(x)
+
+    def index_put_zeros(self, shape: Shape, key: Any, values: np.ndarray) -> np.ndarray:
+        out = np.zeros(shape, dtype=values.dtype)
+        out[key] = values
+        return out
+
+    # ---------------------------------------------------------------- elementwise
+    add = staticmethod(np.add)
+    sub = staticmethod(np.subtract)
+    mul = staticmethod(np.multiply)
+    div = staticmethod(np.divide)
+    neg = staticmethod(np.negative)
+    exp = staticmethod(np.exp)
+    log = staticmethod(np.log)
+    log1p = staticmethod(np.log1p)
+    sqrt = staticmethod(np.sqrt)
+    sin = staticmethod(np.sin)
+    cos = staticmethod(np.cos)
+    tanh = staticmethod(np.tanh)
+    abs = staticmethod(np.abs)
+    sign = staticmethod(np.sign)
+    equal = staticmethod(np.equal)
+    not_equal = staticmethod(np.not_equal)
+    greater = staticmethod(np.greater)
+    greater_equal = staticmethod(np.greater_equal)
+    lower = staticmethod(np.less)
+    lower_equal = staticmethod(np.less_equal)
+    logical_not = staticmethod(np.logical_not)
+    logical_and = staticmethod(np.logical_and)
+    logical_or = staticmethod(np.logical_or)
+
+    def erf(self, x: np.ndarray) -> np.ndarray:
+        return _erf(x)
+
+    def recip(self, x: np.ndarray) -> np.ndarray:
+        return np.reciprocal(x)
+
+    def powf(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.power(x, y)
+
+    def powf_scalar(self, x: np.ndarray, p: float) -> np.ndarray:
+        if p == 2:
+            return np.square(x)
+        return np.power(x, x.dtype.type(p))
+
+    def powi_scalar(self, x: np.ndarray, n: int) -> np.ndarray:
+        if n == 2:
+            return np.square(x)
+        if n < 0 and x.dtype.kind in "iu":
+            return np.power(x.astype(np.float32), n)
+        return np.power(x, n)
+
+    def clamp(self, x: np.ndarray, min: float | None, max: float | None) -> np.ndarray:
+        return np.clip(x, min, max)
+
+    def where(self, mask: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.where(mask, x, y)
+
+    def scalar(self, value: float | int | bool, like: np.ndarray) -> Any:
+        """``value`` as a scalar of ``like``'s dtype, so NumPy never upcasts the array."""
+        return like.dtype.type(value)
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x.sum())
+
+    def sum_dim(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.sum(axis=dim, keepdims=True)
+
+    def mean(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x.mean(dtype=x.dtype))
+
+    def mean_dim(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.mean(axis=dim, keepdims=True, dtype=x.dtype)
+
+    def max_dim(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.max(axis=dim, keepdims=True)
+
+    def min_dim(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.min(axis=dim, keepdims=True)
+
+    def argmax(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.argmax(axis=dim, keepdims=True)
+
+    def argmin(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.argmin(axis=dim, keepdims=True)
+
+    def take_along_dim(self, x: np.ndarray, idx: np.ndarray, dim: int) -> np.ndarray:
+        return np.take_along_axis(x, idx, axis=dim)
+
+    def put_along_dim_zeros(
+        self, shape: Shape, idx: np.ndarray, values: np.ndarray, dim: int
+    ) -> np.ndarray:
+        out = np.zeros(shape, dtype=values.dtype)
+        np.put_along_axis(out, idx, values, axis=dim)
+        return out
+
+    # ---------------------------------------------------------------- linalg
+    matmul = staticmethod(np.matmul)
+
+    # ---------------------------------------------------------------- movement
+    def reshape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
+        return x.reshape(shape)
+
+    def permute(self, x: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+        return x.transpose(dims)
+
+    def expand(self, x: np.ndarray, shape: Shape) -> np.ndarray:
+        return np.broadcast_to(x, shape)
+
+    def index(self, x: np.ndarray, key: Any) -> np.ndarray:
+        return np.asarray(x[key])
+
+    def cat(self, xs: Sequence[np.ndarray], dim: int) -> np.ndarray:
+        return np.concatenate(xs, axis=dim)
+
+    def stack(self, xs: Sequence[np.ndarray], dim: int) -> np.ndarray:
+        return np.stack(xs, axis=dim)
+
+    def split_sizes(self, x: np.ndarray, sizes: Sequence[int], dim: int) -> list[np.ndarray]:
+        bounds = np.cumsum(sizes)[:-1]
+        return list(np.split(x, bounds, axis=dim))
+
+    # ---------------------------------------------------------------- with a Python scalar
+    add_scalar = staticmethod(np.add)
+    sub_scalar = staticmethod(np.subtract)
+    mul_scalar = staticmethod(np.multiply)
+    div_scalar = staticmethod(np.divide)
+
+    def rsub_scalar(self, x: np.ndarray, value: float) -> np.ndarray:
+        return np.subtract(value, x)
+
+    def rdiv_scalar(self, x: np.ndarray, value: float) -> np.ndarray:
+        return np.divide(value, x)
+
+    # ---------------------------------------------------------------- transfers
+    def receive(self, x: Any, source: Any) -> np.ndarray:
+        """``x``, an array of backend ``source``, as a NumPy array (zero-copy where possible)."""
+        if source is self:
+            return x
+        return source.to_numpy_view(x)
+
+    def to_numpy_view(self, x: np.ndarray) -> np.ndarray:
+        return x

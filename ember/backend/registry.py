@@ -1,0 +1,53 @@
+"""Backend registry: a name -> backend class table filled by ``@register_backend``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import DeviceError
+
+T = TypeVar("T")
+_BACKENDS: dict[str, type] = {}
+_INSTANCES: dict[tuple[str, str], Any] = {}
+
+
+def register_backend(name: str) -> Callable[[type[T]], type[T]]:
+    """Class decorator adding a backend under ``name``."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        _BACKENDS[name] = cls
+        return cls
+
+    return wrap
+
+
+def get_backend(name: str, where: str = "cpu") -> Any:
+    """The shared backend instance for ``name`` placed at ``where`` ("cpu", "cuda:0"...)."""
+    key = (name, where)
+    inst = _INSTANCES.get(key)
+    if inst is None:
+        if name not in _BACKENDS:
+            _load(name)
+        inst = _INSTANCES[key] = _BACKENDS[name](where)
+    return inst
+
+
+def _load(name: str) -> None:
+    if name == "numpy":
+        from .numpy import backend  # noqa: F401
+    elif name == "torch":
+        try:
+            from .torch import backend as _tb  # noqa: F401
+        except ImportError as e:
+            raise DeviceError(
+                f"Device.torch: the PyTorch backend is not available ({e}). "
+                "Install it with `pip install 'ember[torch]'`."
+            ) from e
+    if name not in _BACKENDS:
+        raise DeviceError(f"backend: no backend named {name!r}; known: {sorted(_BACKENDS)}.")
+
+
+def loaded_backends() -> list[Any]:
+    """Backend instances created so far (used by ``em.seed``)."""
+    return list(_INSTANCES.values())

@@ -1,0 +1,105 @@
+"""Layout ops: reshape, permute, expand, basic indexing, cat, stack. Memory-bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import Cost, Grads, defop
+
+MB = Cost.MEMORY_BOUND
+Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+def _reshape_examples(rng: Any) -> Examples:
+    return [
+        ((rng.normal(size=(3, 4)),), {"shape": (2, 6)}),
+        ((rng.normal(size=(2, 3, 2)),), {"shape": (12,)}),
+    ]
+
+
+@defop("reshape", arity=1, cost=MB, examples=_reshape_examples)
+def reshape_backward(ctx: Any, grad: Any) -> Grads:
+    return (ctx.b.reshape(grad, ctx.shapes[0]),)
+
+
+def _permute_examples(rng: Any) -> Examples:
+    return [
+        ((rng.normal(size=(2, 3, 4)),), {"dims": (2, 0, 1)}),
+        ((rng.normal(size=(3, 4)),), {"dims": (1, 0)}),
+    ]
+
+
+@defop("permute", arity=1, cost=MB, examples=_permute_examples)
+def permute_backward(ctx: Any, grad: Any) -> Grads:
+    dims = ctx.attrs["dims"]
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return (ctx.b.permute(grad, inverse),)
+
+
+def _expand_examples(rng: Any) -> Examples:
+    return [
+        ((rng.normal(size=(3, 1)),), {"shape": (2, 3, 4)}),
+        ((rng.normal(size=(4,)),), {"shape": (3, 4)}),
+    ]
+
+
+@defop("expand", arity=1, cost=MB, examples=_expand_examples)
+def expand_backward(ctx: Any, grad: Any) -> Grads:
+    return (grad,)  # the engine sums it back to the input's shape
+
+
+def _index_examples(rng: Any) -> Examples:
+    return [
+        ((rng.normal(size=(4, 5)),), {"key": (slice(1, 3), 2)}),
+        ((rng.normal(size=(2, 3, 4)),), {"key": (Ellipsis, slice(None, None, 2))}),
+        ((rng.normal(size=(3, 4)),), {"key": (None, slice(0, 2), slice(None))}),
+    ]
+
+
+@defop("index", arity=1, cost=MB, examples=_index_examples)
+def index_backward(ctx: Any, grad: Any) -> Grads:
+    return (ctx.b.index_put_zeros(ctx.shapes[0], ctx.attrs["key"], grad),)
+
+
+def _cat_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(2, 3)), n(size=(2, 1)), n(size=(2, 2))), {"dim": 1}),
+        ((n(size=(1, 3)), n(size=(2, 3))), {"dim": 0}),
+    ]
+
+
+@defop("cat", arity=-1, cost=MB, examples=_cat_examples)
+def cat_backward(ctx: Any, grad: Any) -> Grads:
+    dim = ctx.attrs["dim"]
+    sizes = [s[dim] for s in ctx.shapes]
+    return tuple(ctx.b.split_sizes(grad, sizes, dim))
+
+
+def _stack_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(2, 3)), n(size=(2, 3))), {"dim": 0}),
+        ((n(size=(2, 3)), n(size=(2, 3)), n(size=(2, 3))), {"dim": 2}),
+    ]
+
+
+@defop("stack", arity=-1, cost=MB, examples=_stack_examples)
+def stack_backward(ctx: Any, grad: Any) -> Grads:
+    dim = ctx.attrs["dim"]
+    lead = (slice(None),) * dim
+    return tuple(ctx.b.index(grad, (*lead, i)) for i in range(len(ctx.shapes)))
+
+
+@defop(
+    "to_device",
+    arity=1,
+    cost=Cost.COMPUTE_BOUND,
+    forward=lambda b, x, src, dst: dst.receive(x, src),
+)
+def to_device_backward(ctx: Any, grad: Any) -> Grads:
+    # the gradient travels back to the source device
+    src, dst = ctx.attrs["src"], ctx.attrs["dst"]
+    return (src.receive(grad, dst),)

@@ -1,0 +1,162 @@
+"""The op registry: one ``OpSpec`` row per primitive, in the dict ``OPS``.
+
+A row holds everything about a primitive: its forward (by default the backend method of the same
+name), its backward rule, its cost class (read by gradient checkpointing), what its backward needs
+saved, and the input domain and examples the registry-driven test suites sample from.
+
+Backward rules receive ``ctx`` (the graph node: ``ctx.inputs``, ``ctx.output``, ``ctx.attrs``,
+``ctx.shapes``, ``ctx.parents``, the backend ``ctx.b``) and the incoming gradient as raw backend
+arrays, and return one gradient per input (``None`` where an input gets none). The engine sums
+broadcast gradients back to each input's shape.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+Array = Any
+Grads = tuple[Array | None, ...]
+Ctx = "Node"
+Rule = Callable[[Any, Array], Grads]
+Example = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+class Cost(enum.Enum):
+    """How expensive an op's output is to recompute (SEMANTICS.md §7)."""
+
+    MEMORY_BOUND = "memory-bound"
+    COMPUTE_BOUND = "compute-bound"
+
+
+class Saves(enum.Flag):
+    """What a backward rule reads: the op's inputs, its output, both, or nothing."""
+
+    NONE = 0
+    INPUTS = enum.auto()
+    OUTPUT = enum.auto()
+    BOTH = INPUTS | OUTPUT
+
+
+class Domain(enum.Enum):
+    """Which input dtypes an op accepts."""
+
+    ANY = "any"
+    NUMERIC = "numeric"  # int or float, not bool
+    FLOAT = "float"
+
+
+@dataclass(eq=False)
+class OpSpec:
+    """One primitive. ``arity`` is -1 for list-input ops (cat, stack)."""
+
+    name: str
+    arity: int
+    backward: Rule | None
+    cost: Cost
+    saves: Saves
+    forward: Callable[..., Array] | None = None
+    domain: tuple[float, float] | None = None
+    dtypes: Domain = Domain.ANY
+    examples: Callable[[Any], Sequence[Example]] | None = None
+    smooth: bool = True  # False where finite differences don't apply (kinks are avoided by domain)
+    saves_inputs: bool = field(init=False)
+    saves_output: bool = field(init=False)
+    memory_bound: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        # plain booleans: the dispatch hot path reads them on every op
+        self.saves_inputs = bool(self.saves & Saves.INPUTS)
+        self.saves_output = bool(self.saves & Saves.OUTPUT)
+        self.memory_bound = self.cost is Cost.MEMORY_BOUND
+
+    @property
+    def differentiable(self) -> bool:
+        return self.backward is not None
+
+    def __repr__(self) -> str:
+        return f"OpSpec({self.name!r}, {self.cost.value})"
+
+
+OPS: dict[str, OpSpec] = {}
+
+
+def defop(
+    name: str,
+    *,
+    arity: int,
+    cost: Cost,
+    saves: Saves = Saves.NONE,
+    forward: Callable[..., Array] | None = None,
+    domain: tuple[float, float] | None = None,
+    dtypes: Domain = Domain.ANY,
+    examples: Callable[[Any], Sequence[Example]] | None = None,
+    smooth: bool = True,
+) -> Callable[[Rule], Rule]:
+    """Decorate a backward rule to register the op ``name``."""
+
+    def wrap(rule: Rule) -> Rule:
+        register(OpSpec(name, arity, rule, cost, saves, forward, domain, dtypes, examples, smooth))
+        return rule
+
+    return wrap
+
+
+def register(spec: OpSpec) -> OpSpec:
+    """Add a row (used directly for ops with no backward, such as comparisons)."""
+    if spec.name in OPS:
+        raise ValueError(f"defop: op {spec.name!r} is registered twice")
+    OPS[spec.name] = spec
+    return spec
+
+
+def nondiff(
+    name: str,
+    arity: int,
+    *,
+    forward: Callable[..., Array] | None = None,
+    dtypes: Domain = Domain.ANY,
+    examples: Callable[[Any], Sequence[Example]] | None = None,
+) -> OpSpec:
+    """Register an op without gradient (comparisons, argmax...). Its results never carry a node."""
+    return register(
+        OpSpec(name, arity, None, Cost.MEMORY_BOUND, Saves.NONE, forward, None, dtypes, examples)
+    )
+
+
+class KernelTable(dict[str, Callable[..., Array]]):
+    """Per-backend cache: op name -> the callable computing its forward on that backend.
+
+    Forwards are called as ``fn(*raw_inputs, *attrs.values())``.
+    """
+
+    def __init__(self, b: Any) -> None:
+        super().__init__()
+        self.b = b
+
+    def __missing__(self, name: str) -> Callable[..., Array]:
+        spec = OPS[name]
+        if spec.forward is not None:
+            forward = spec.forward
+            b = self.b
+
+            def fn(*args: Any) -> Array:
+                return forward(b, *args)
+
+        else:
+            fn = getattr(self.b, name)
+        self[name] = fn
+        return fn
+
+
+def run_forward(b: Any, spec: OpSpec, raws: Sequence[Array], attrs: dict[str, Any]) -> Array:
+    """Compute ``spec``'s forward on backend ``b`` (list-input ops take the list as one arg)."""
+    fn = b.table[spec.name]
+    if spec.arity == -1:
+        return fn(list(raws), *attrs.values())
+    return fn(*raws, *attrs.values())

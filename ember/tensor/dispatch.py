@@ -1,0 +1,192 @@
+"""Op dispatch: every Tensor method ends here.
+
+``apply`` validates operands (device, strategy, dtype domain), runs the row's forward on the raw
+arrays, and records a graph node when the result is a tracked float tensor. Plain operands pay no
+autodiff cost; untracked autodiff operands record nothing.
+"""
+
+from __future__ import annotations
+
+from numbers import Number
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..autodiff.node import Node
+from ..checkpoint.strategy import GradientCheckpointingStrategy
+from ..dtype import DType, promote, scalar_dtype
+from ..errors import DTypeError
+from ..ops.registry import OPS, Domain, OpSpec
+from . import checks
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+_BAL = GradientCheckpointingStrategy.Balanced
+_ANY = Domain.ANY
+_new = object.__new__
+
+
+def wrap(cls: type[Tensor], data: Any, dev: Any, strategy: Any = None, node: Any = None) -> Tensor:
+    t = _new(cls)
+    t._data = data
+    t._dev = dev
+    t._strategy = strategy
+    t._node = node
+    return t
+
+
+def _check_dtypes(spec: OpSpec, b: Any, raws: Any) -> None:
+    for r in raws:
+        if not b.is_float(r):
+            checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(r))
+
+
+def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, Any]) -> Tensor:
+    """Run ``spec`` on tensors ``xs`` (one per input; all of a list-input op's tensors)."""
+    t0 = xs[0]
+    dev = t0._dev
+    b = dev.b
+    strategy = None
+    raws = []
+    for x in xs:
+        if x._dev is not dev:
+            checks.same_device(spec.name, dev, x._dev)
+        s = x._strategy
+        if s is not None:
+            if strategy is None:
+                strategy = s
+            elif s is not strategy:
+                raise checks.same_strategy(spec.name, strategy, s)
+        raws.append(x._data)
+    if spec.dtypes is not _ANY:
+        _check_dtypes(spec, b, raws)
+    fn = b.table[spec.name]
+    out = fn(raws, *attrs.values()) if spec.arity == -1 else fn(*raws, *attrs.values())
+    if type(out) is not b.array_type:
+        out = b.asarray(out)
+    if strategy is None:
+        return wrap(t0.__class__, out, dev)
+    return record(spec, xs, raws, out, attrs, strategy, dev)
+
+
+def record(
+    spec: OpSpec,
+    xs: Any,
+    raws: Any,
+    out: Any,
+    attrs: dict[str, Any],
+    strategy: Any,
+    dev: Any,
+) -> Tensor:
+    """Wrap ``out`` as an autodiff tensor; add a node when a float result has tracked inputs."""
+    cls = xs[0].__class__
+    if spec.backward is None:
+        return wrap(cls, out, dev, strategy)
+    parents = tuple([x._node for x in xs])
+    for p in parents:
+        if p is not None:
+            break
+    else:
+        return wrap(cls, out, dev, strategy)
+    b = dev.b
+    if not b.is_float(out):
+        return wrap(cls, out, dev, strategy)
+    shapes = tuple([r.shape for r in raws])
+    if strategy is not _BAL:
+        node = Node(
+            spec,
+            parents,
+            tuple(raws) if spec.saves_inputs else None,
+            out if spec.saves_output else None,
+            attrs,
+            shapes,
+            b,
+        )
+    else:
+        # a parent is fetchable at backward time if it keeps or can recompute its value
+        fetch = [p is not None and (p.balanced or p.spec is None) for p in parents]
+        recipe = spec.memory_bound and all(fetch)
+        inputs = None
+        if spec.saves_inputs and not all(fetch):
+            inputs = tuple([None if f else r for f, r in zip(fetch, raws)])
+        node = Node(
+            spec,
+            parents,
+            inputs,
+            None if recipe else out,
+            attrs,
+            shapes,
+            b,
+            recipe=recipe,
+            balanced=True,
+        )
+    return wrap(cls, out, dev, strategy, node)
+
+
+def cast(x: Tensor, dtype: DType) -> Tensor:
+    src = x.dtype
+    if src is dtype:
+        return x
+    return apply(OPS["cast"], (x,), {"dtype": dtype, "src": src})
+
+
+def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
+    """Elementwise op of two tensors: dtype promotion and broadcasting checks, then ``apply``."""
+    x = a._data
+    y = c._data
+    if x.dtype != y.dtype:
+        dt = promote(a.dtype, c.dtype)
+        a = cast(a, dt)
+        c = cast(c, dt)
+        x = a._data
+        y = c._data
+    if x.shape != y.shape:
+        checks.broadcast_shapes(spec.name, tuple(x.shape), tuple(y.shape))
+    dev = a._dev
+    if c._dev is not dev:
+        checks.same_device(spec.name, dev, c._dev)
+    sa = a._strategy
+    sc = c._strategy
+    b = dev.b
+    if spec.dtypes is not _ANY and not b.is_float(x):
+        checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(x))
+    out = b.table[spec.name](x, y)
+    if type(out) is not b.array_type:
+        out = b.asarray(out)
+    if sa is None:
+        if sc is None:
+            return wrap(a.__class__, out, dev)
+        strategy = sc
+    else:
+        strategy = sa
+        if sc is not None and sc is not sa:
+            raise checks.same_strategy(spec.name, sa, sc)
+    return record(spec, (a, c), (x, y), out, {}, strategy, dev)
+
+
+def as_scalar(op: str, value: Any) -> int | float | bool:
+    """A Python number from ``value`` (Python or NumPy scalar), or a ``DTypeError``."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, np.generic) or isinstance(value, Number):
+        try:
+            item = value.item()  # type: ignore[union-attr]
+        except AttributeError:
+            item = float(value)  # type: ignore[arg-type]
+        if isinstance(item, (bool, int, float)):
+            return item
+    raise DTypeError(
+        f"{op}: expected a Tensor or a Python number, got {type(value).__name__}. "
+        "Wrap arrays with em.tensor(...) first."
+    )
+
+
+def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
+    """``x <op> value`` for a Python scalar: the tensor's dtype wins (a float lifts ints)."""
+    value = as_scalar(spec.name, value)
+    dt = x.dtype
+    want = scalar_dtype(dt, value)
+    if want is not dt:
+        x = cast(x, want)
+    return apply(spec, (x,), {"value": value})

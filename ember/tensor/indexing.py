@@ -1,0 +1,74 @@
+"""``[]`` indexing: basic keys (ints, slices, None, ...) become the registry's ``index`` row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DTypeError, ShapeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+Key = tuple[Any, ...]
+
+
+def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
+    """Validate a basic key and return it as a tuple with non-negative ints.
+
+    Returns ``None`` when the key holds tensors or lists (advanced indexing).
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    from .tensor import Tensor
+
+    if any(isinstance(k, (Tensor, list)) for k in key):
+        return None
+    n_ellipsis = sum(1 for k in key if k is Ellipsis)
+    if n_ellipsis > 1:
+        raise ShapeError("index: at most one ... (Ellipsis) is allowed in a key.")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > len(shape):
+        raise ShapeError(
+            f"index: too many indices ({used}) for a tensor of rank {len(shape)} (shape {shape})."
+        )
+    out: list[Any] = []
+    axis = 0
+    for k in key:
+        if k is Ellipsis:
+            out.append(k)
+            axis += len(shape) - used
+        elif k is None:
+            out.append(k)
+        elif isinstance(k, slice):
+            if k.step is not None and k.step <= 0:
+                raise ShapeError(
+                    f"index: slice step must be positive, got {k.step}. Use flip(dims) to reverse."
+                )
+            for v in (k.start, k.stop, k.step):
+                if v is not None and not isinstance(v, int):
+                    raise DTypeError(f"index: slice bounds must be ints or None, got {v!r}.")
+            out.append(k)
+            axis += 1
+        elif isinstance(k, int) and not isinstance(k, bool):
+            n = shape[axis]
+            if not -n <= k < n:
+                raise ShapeError(
+                    f"index: index {k} is out of range for axis {axis} of size {n} (shape {shape})."
+                )
+            out.append(k + n if k < 0 else k)
+            axis += 1
+        else:
+            raise DTypeError(
+                f"index: expected ints, slices, None, ... or int/bool tensors, got "
+                f"{type(k).__name__}."
+            )
+    if all(isinstance(k, slice) and k == slice(None) for k in out):
+        return ()
+    return tuple(out)
+
+
+def advanced_index(t: Tensor, key: Any) -> Tensor:
+    """Indexing with int or bool tensors (or lists), by the ops that implement it."""
+    from .advanced import index_with_tensors
+
+    return index_with_tensors(t, key)

@@ -1,0 +1,106 @@
+"""Layout methods of ``Tensor``: reshape, permute, expand and their spellings (a mixin)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ShapeError
+from ..ops import OPS
+from . import checks
+from .dispatch import apply
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+_RESHAPE, _PERMUTE, _EXPAND = OPS["reshape"], OPS["permute"], OPS["expand"]
+
+
+def reshape(self: Tensor, shape: Any) -> Tensor:
+    """Same values in ``shape`` (one -1 is inferred)."""
+    target = checks.reshape_target("reshape", self.shape, shape)
+    if target == self.shape:
+        return self
+    return apply(_RESHAPE, (self,), {"shape": target})
+
+
+def permute(self: Tensor, dims: Any) -> Tensor:
+    """Reorder the axes: output axis i is input axis ``dims[i]``."""
+    d = checks.dims("permute", tuple(dims), self.ndim)
+    if len(d) != self.ndim:
+        raise ShapeError(f"permute: expected {self.ndim} dims (one per axis), got {tuple(dims)}.")
+    if d == tuple(range(self.ndim)):
+        return self
+    return apply(_PERMUTE, (self,), {"dims": d})
+
+
+def swap_dims(self: Tensor, dim1: int, dim2: int) -> Tensor:
+    """Exchange two axes."""
+    a = checks.dim("swap_dims", dim1, self.ndim)
+    b = checks.dim("swap_dims", dim2, self.ndim)
+    order = list(range(self.ndim))
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+
+
+def transpose(self: Tensor) -> Tensor:
+    """Swap the last two axes."""
+    if self.ndim < 2:
+        raise ShapeError(
+            f"transpose: expected a tensor of rank >= 2, got shape {self.shape}. "
+            "Use unsqueeze_dim to add an axis first."
+        )
+    return self.swap_dims(-2, -1)
+
+
+def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge axes ``start_dim..end_dim`` (inclusive) into one."""
+    if self.ndim == 0:
+        return self.reshape((1,))
+    s = checks.dim("flatten", start_dim, self.ndim)
+    e = checks.dim("flatten", end_dim, self.ndim)
+    if s > e:
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}.")
+    shape = self.shape
+    return self.reshape(
+        (*shape[:s], -1, *shape[e + 1 :]) if 0 not in shape else (*shape[:s], 0, *shape[e + 1 :])
+    )
+
+
+def unsqueeze_dim(self: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 axis at ``dim`` (-1 appends)."""
+    d = checks.dim("unsqueeze_dim", dim, self.ndim + 1)
+    shape = self.shape
+    return apply(_RESHAPE, (self,), {"shape": (*shape[:d], 1, *shape[d:])})
+
+
+def squeeze_dim(self: Tensor, dim: int) -> Tensor:
+    """Remove the size-1 axis ``dim``."""
+    d = checks.dim("squeeze_dim", dim, self.ndim)
+    shape = self.shape
+    if shape[d] != 1:
+        raise ShapeError(
+            f"squeeze_dim: expected size 1 at dim {dim}, got {shape[d]} (shape {shape})."
+        )
+    return apply(_RESHAPE, (self,), {"shape": shape[:d] + shape[d + 1 :]})
+
+
+def expand(self: Tensor, shape: Any) -> Tensor:
+    """Broadcast to ``shape`` (new leading axes allowed; -1 keeps a size)."""
+    want = list(checks.shape_arg("expand", [s if s != -1 else 0 for s in shape]))
+    src = self.shape
+    if len(want) < len(src):
+        raise ShapeError(f"expand: target {tuple(shape)} has fewer axes than the tensor {src}.")
+    lead = len(want) - len(src)
+    for i, s in enumerate(src):
+        t = shape[lead + i]
+        if t == -1:
+            want[lead + i] = s
+        elif s != t and s != 1:
+            raise ShapeError(
+                f"expand: cannot expand size {s} at axis {i} to {t} (shape {src} -> "
+                f"{tuple(shape)}). Only size-1 axes expand; use repeat_dim to copy."
+            )
+    target = tuple(want)
+    if target == src:
+        return self
+    return apply(_EXPAND, (self,), {"shape": target})
