@@ -37,32 +37,36 @@ def run_backward(root: Node, seed: Any) -> Gradients:
     # 1. discover the subgraph, count children, reject consumed steps before changing anything
     children: dict[Node, int] = {}
     stack = [root]
-    seen = {root}
     balanced = False
     while stack:
         n = stack.pop()
         if n.consumed:
             raise _consumed_error(n)
-        balanced = balanced or n.balanced
+        if n.balanced:
+            balanced = True
         for p in n.parents:
             if p is not None:
-                children[p] = children.get(p, 0) + 1
-                if p not in seen:
-                    seen.add(p)
+                c = children.get(p)
+                if c is None:
+                    children[p] = 1
                     stack.append(p)
-    rec = _Recompute(seen) if balanced else None
+                else:
+                    children[p] = c + 1
+    rec = _Recompute(children, root) if balanced else None
     out = Gradients()
+    store = out._store
 
     # 2. run the steps, each once, in reverse topological order
     grads: dict[Node, Any] = {root: seed}
+    pop = grads.pop
     ready = [root]
     while ready:
         n = ready.pop()
-        g = grads.pop(n, None)
+        g = pop(n, None)
         spec = n.spec
         if spec is None:
             if g is not None and n.requirement is _GRAD:
-                out.put(n.id, g)
+                store[n.id] = g
             continue
         parents = n.parents
         if g is not None:
@@ -71,17 +75,16 @@ def run_backward(root: Node, seed: Any) -> Gradients:
             else:
                 in_grads = spec.backward(n, g)
             shapes = n.shapes
-            b = n.b
-            for i, p in enumerate(parents):
-                if p is None:
-                    continue
-                gi = in_grads[i]
-                if gi is None:
-                    continue
-                if gi.shape != shapes[i]:
-                    gi = b.sum_to_shape(gi, shapes[i])
-                prev = grads.get(p)
-                grads[p] = gi if prev is None else prev + gi
+            i = 0
+            for p in parents:
+                if p is not None:
+                    gi = in_grads[i]
+                    if gi is not None:
+                        if gi.shape != shapes[i]:
+                            gi = n.b.sum_to_shape(gi, shapes[i])
+                        prev = grads.get(p)
+                        grads[p] = gi if prev is None else prev + gi
+                i += 1
         elif rec is not None:
             rec.skip(n)
         n.consumed = True
@@ -103,7 +106,8 @@ class _Recompute:
 
     __slots__ = ("cache", "counts", "uses")
 
-    def __init__(self, nodes: set[Node]) -> None:
+    def __init__(self, children: dict[Node, int], root: Node) -> None:
+        nodes = [root, *children]
         self.cache: dict[Node, Any] = {}
         self.counts: dict[int, int] = {}
         # how often each node's value will still be asked for in this pass

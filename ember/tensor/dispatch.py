@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 _BAL = GradientCheckpointingStrategy.Balanced
 _ANY = Domain.ANY
 _new = object.__new__
+_NO_ATTRS: dict[str, Any] = {}
 
 
 def wrap(cls: type[Tensor], data: Any, dev: Any, strategy: Any = None, node: Any = None) -> Tensor:
@@ -44,6 +45,8 @@ def _check_dtypes(spec: OpSpec, b: Any, raws: Any) -> None:
 
 def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, Any]) -> Tensor:
     """Run ``spec`` on tensors ``xs`` (one per input; all of a list-input op's tensors)."""
+    if len(xs) == 1 and spec.arity == 1:
+        return apply1(spec, xs[0], attrs)
     t0 = xs[0]
     dev = t0._dev
     b = dev.b
@@ -70,6 +73,25 @@ def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, 
     return record(spec, xs, raws, out, attrs, strategy, dev)
 
 
+def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
+    """``apply`` for one input: the hot path of unary and tensor-scalar ops."""
+    data = x._data
+    dev = x._dev
+    b = dev.b
+    if spec.dtypes is not _ANY and not b.is_float(data):
+        checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(data))
+    if attrs:
+        out = b.table[spec.name](data, *attrs.values())
+    else:
+        out = b.table[spec.name](data)
+    if type(out) is not b.array_type:
+        out = b.asarray(out)
+    strategy = x._strategy
+    if strategy is None:
+        return wrap(x.__class__, out, dev)
+    return record(spec, (x,), (data,), out, attrs, strategy, dev)
+
+
 def record(
     spec: OpSpec,
     xs: Any,
@@ -80,48 +102,57 @@ def record(
     dev: Any,
 ) -> Tensor:
     """Wrap ``out`` as an autodiff tensor; add a node when a float result has tracked inputs."""
-    cls = xs[0].__class__
+    t = _new(xs[0].__class__)
+    t._data = out
+    t._dev = dev
+    t._strategy = strategy
+    t._node = None
     if spec.backward is None:
-        return wrap(cls, out, dev, strategy)
-    parents = tuple([x._node for x in xs])
-    for p in parents:
-        if p is not None:
-            break
+        return t
+    if len(xs) == 1:
+        p = xs[0]._node
+        if p is None:
+            return t
+        parents: tuple[Node | None, ...] = (p,)
     else:
-        return wrap(cls, out, dev, strategy)
+        parents = tuple([x._node for x in xs])
+        for p in parents:
+            if p is not None:
+                break
+        else:
+            return t
     b = dev.b
     if not b.is_float(out):
-        return wrap(cls, out, dev, strategy)
-    shapes = tuple([r.shape for r in raws])
+        return t
     if strategy is not _BAL:
-        node = Node(
+        t._node = Node(
             spec,
             parents,
             tuple(raws) if spec.saves_inputs else None,
             out if spec.saves_output else None,
             attrs,
-            shapes,
+            tuple([r.shape for r in raws]),
             b,
         )
-    else:
-        # a parent is fetchable at backward time if it keeps or can recompute its value
-        fetch = [p is not None and (p.balanced or p.spec is None) for p in parents]
-        recipe = spec.memory_bound and all(fetch)
-        inputs = None
-        if spec.saves_inputs and not all(fetch):
-            inputs = tuple([None if f else r for f, r in zip(fetch, raws)])
-        node = Node(
-            spec,
-            parents,
-            inputs,
-            None if recipe else out,
-            attrs,
-            shapes,
-            b,
-            recipe=recipe,
-            balanced=True,
-        )
-    return wrap(cls, out, dev, strategy, node)
+        return t
+    # a parent is fetchable at backward time if it keeps or can recompute its value
+    fetch = [p is not None and (p.balanced or p.spec is None) for p in parents]
+    recipe = spec.memory_bound and all(fetch)
+    inputs = None
+    if spec.saves_inputs and not all(fetch):
+        inputs = tuple([None if f else r for f, r in zip(fetch, raws)])
+    t._node = Node(
+        spec,
+        parents,
+        inputs,
+        None if recipe else out,
+        attrs,
+        tuple([r.shape for r in raws]),
+        b,
+        recipe=recipe,
+        balanced=True,
+    )
+    return t
 
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
@@ -132,7 +163,7 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
 
 
 def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
-    """Elementwise op of two tensors: dtype promotion and broadcasting checks, then ``apply``."""
+    """Elementwise op of two tensors: dtype promotion and broadcasting checks, then ``apply2``."""
     x = a._data
     y = c._data
     if x.dtype != y.dtype:
@@ -143,17 +174,24 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
         y = c._data
     if x.shape != y.shape:
         checks.broadcast_shapes(spec.name, tuple(x.shape), tuple(y.shape))
+    return apply2(spec, a, c)
+
+
+def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
+    """``apply`` for two inputs whose dtypes and shapes the caller has checked."""
+    x = a._data
+    y = c._data
     dev = a._dev
     if c._dev is not dev:
         checks.same_device(spec.name, dev, c._dev)
-    sa = a._strategy
-    sc = c._strategy
     b = dev.b
     if spec.dtypes is not _ANY and not b.is_float(x):
         checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(x))
     out = b.table[spec.name](x, y)
     if type(out) is not b.array_type:
         out = b.asarray(out)
+    sa = a._strategy
+    sc = c._strategy
     if sa is None:
         if sc is None:
             return wrap(a.__class__, out, dev)
@@ -162,7 +200,7 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
         strategy = sa
         if sc is not None and sc is not sa:
             raise checks.same_strategy(spec.name, sa, sc)
-    return record(spec, (a, c), (x, y), out, {}, strategy, dev)
+    return record(spec, (a, c), (x, y), out, _NO_ATTRS, strategy, dev)
 
 
 def as_scalar(op: str, value: Any) -> int | float | bool:
@@ -184,9 +222,22 @@ def as_scalar(op: str, value: Any) -> int | float | bool:
 
 def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
     """``x <op> value`` for a Python scalar: the tensor's dtype wins (a float lifts ints)."""
+    tv = type(value)
+    if tv is float or tv is int:
+        data = x._data
+        dev = x._dev
+        b = dev.b
+        if b.is_float(data):  # the common case: the tensor's dtype stays
+            out = b.table[spec.name](data, value)
+            if type(out) is not b.array_type:
+                out = b.asarray(out)
+            strategy = x._strategy
+            if strategy is None:
+                return wrap(x.__class__, out, dev)
+            return record(spec, (x,), (data,), out, {"value": value}, strategy, dev)
     value = as_scalar(spec.name, value)
     dt = x.dtype
     want = scalar_dtype(dt, value)
     if want is not dt:
         x = cast(x, want)
-    return apply(spec, (x,), {"value": value})
+    return apply1(spec, x, {"value": value})

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..dtype import float32
 from ..errors import ShapeError
 from ..ops import OPS
-from .dispatch import apply, as_scalar, binary, cast, scalar
+from .dispatch import apply, apply1, as_scalar, binary, cast, scalar
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -17,7 +17,7 @@ def _unary(name: str) -> Any:
     spec = OPS[name]
 
     def method(self: Tensor) -> Tensor:
-        return apply(spec, (self,), {})
+        return apply1(spec, self, {})
 
     method.__name__ = name
     method.__doc__ = f"Elementwise ``{name}`` (differentiable)."

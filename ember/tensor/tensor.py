@@ -26,7 +26,7 @@ from . import layout as _layout
 from . import math as _math
 from . import reductions as _reduce
 from .device import Device
-from .dispatch import apply, as_scalar, binary, cast, scalar, wrap
+from .dispatch import apply, apply2, as_scalar, binary, cast, scalar, wrap
 from .indexing import normalize_key
 
 _GRAD = Requirement.GRAD
@@ -401,19 +401,20 @@ class Tensor:
         grads.put(n.id, grad.to_device(self._dev)._data)
 
     # ------------------------------------------------------------------ operators
-    def _arith(self, spec: Any, spec_s: Any, other: Any) -> Tensor:
-        if isinstance(other, Tensor):
-            return binary(spec, self, other)
-        return scalar(spec_s, self, other)
-
     def add(self, other: Tensor | float) -> Tensor:
-        return self._arith(_ADD, _ADD_S, other)
+        if isinstance(other, Tensor):
+            return binary(_ADD, self, other)
+        return scalar(_ADD_S, self, other)
 
     def sub(self, other: Tensor | float) -> Tensor:
-        return self._arith(_SUB, _SUB_S, other)
+        if isinstance(other, Tensor):
+            return binary(_SUB, self, other)
+        return scalar(_SUB_S, self, other)
 
     def mul(self, other: Tensor | float) -> Tensor:
-        return self._arith(_MUL, _MUL_S, other)
+        if isinstance(other, Tensor):
+            return binary(_MUL, self, other)
+        return scalar(_MUL_S, self, other)
 
     def div(self, other: Tensor | float) -> Tensor:
         """True division; int operands give float32 (like PyTorch)."""
@@ -471,6 +472,15 @@ class Tensor:
         """Matrix product with NumPy/PyTorch semantics: 1-D operands and broadcast batch dims."""
         if not isinstance(other, Tensor):
             raise DTypeError(f"matmul: expected a Tensor operand, got {type(other).__name__}.")
+        a, c = self._data, other._data
+        if (
+            a.ndim == 2
+            and c.ndim == 2
+            and a.shape[1] == c.shape[0]
+            and a.dtype == c.dtype
+            and self.dtype.kind != "b"
+        ):
+            return apply2(_MATMUL, self, other)  # fast path: plain 2-D product
         x, y = self, other
         if x.ndim == 0 or y.ndim == 0:
             raise ShapeError(
