@@ -1,0 +1,369 @@
+"""The PyTorch backend: raw arrays are ``torch.Tensor`` on CPU or one CUDA device.
+
+ember's own autodiff drives every backward pass; torch's autograd is never involved. No method
+creates a tensor that requires grad, and ``asarray``/``receive`` detach foreign tensors, so torch
+records no graph for any kernel here. Fused backward passes call the ATen backward kernels
+directly (``torch.ops.aten.*_backward``).
+
+Semantics mirror the NumPy backend exactly (dtypes of results, 0-d results, Python scalars never
+upcasting a tensor), so the same op rows and backward rules run unchanged on both.
+
+Example:
+    >>> import ember as em
+    >>> x = em.Tensor.ones((2, 3), device=em.Device.torch("cpu"))
+    >>> (x * 2).sum().item()
+    12.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import torch
+
+from ... import dtype as dt
+from ...dtype import DType
+from ...errors import DeviceError
+from ..registry import register_backend
+
+Shape = tuple[int, ...]
+Tensor = torch.Tensor
+
+_TO_TORCH: dict[DType, torch.dtype] = {
+    dt.float16: torch.float16,
+    dt.bfloat16: torch.bfloat16,
+    dt.float32: torch.float32,
+    dt.float64: torch.float64,
+    dt.int32: torch.int32,
+    dt.int64: torch.int64,
+    dt.bool_: torch.bool,
+}
+_FROM_TORCH: dict[torch.dtype, DType] = {v: k for k, v in _TO_TORCH.items()}
+_TO_NP: dict[torch.dtype, np.dtype] = {
+    torch.float16: np.dtype(np.float16),
+    torch.bfloat16: np.dtype(ml_dtypes.bfloat16),
+    torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64),
+    torch.int32: np.dtype(np.int32),
+    torch.int64: np.dtype(np.int64),
+    torch.bool: np.dtype(np.bool_),
+}
+_NP_BF16 = np.dtype(ml_dtypes.bfloat16)
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def torch_dtype(d: DType) -> torch.dtype:
+    """The torch dtype of an ember dtype."""
+    return _TO_TORCH[d]
+
+
+def _placement(where: str) -> torch.device:
+    """Validate ``where`` ("cpu" or "cuda:i") now, so an unusable device fails at construction."""
+    if where == "cpu":
+        return torch.device("cpu")
+    if not (where.startswith("cuda:") and where[5:].isdigit()):
+        raise DeviceError(
+            f"Device.torch: expected 'cpu', 'cuda' or 'cuda:i', got {where!r}. "
+            "Example: Device.torch('cuda:0')."
+        )
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            f"Device.torch: expected a CUDA device for {where!r}, but this PyTorch "
+            f"({torch.__version__}) sees none. Use Device.torch('cpu') or Device.cpu(), or "
+            "install a CUDA build of PyTorch on a machine with an NVIDIA GPU."
+        )
+    index = int(where[5:])
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise DeviceError(
+            f"Device.torch: expected a CUDA index below {count}, got {where!r}. "
+            f"Pick one of cuda:0 .. cuda:{count - 1}."
+        )
+    return torch.device("cuda", index)
+
+
+def _np_view(a: np.ndarray) -> Tensor:
+    """A CPU torch tensor sharing ``a``'s memory where torch allows it, else a copy of it."""
+    if a.dtype == _NP_BF16:
+        return _np_view(a.view(np.int16)).view(torch.bfloat16)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not a.flags.writeable or any(s < 0 for s in a.strides):
+        # torch refuses negative strides and warns on read-only memory
+        a = np.array(a, copy=True)
+    return torch.from_numpy(a)
+
+
+def _tensor_np_view(x: Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor (bfloat16 through ``ml_dtypes``)."""
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(_NP_BF16)
+    return x.numpy()
+
+
+@register_backend("torch")
+class TorchBackend:
+    """Primitives on ``torch.Tensor`` placed on ``where`` ("cpu" or "cuda:i").
+
+    Raises:
+        DeviceError: when ``where`` names a CUDA device that this machine or PyTorch build lacks.
+    """
+
+    name = "torch"
+    array_type = torch.Tensor
+
+    def __init__(self, where: str = "cpu") -> None:
+        self.placement = where
+        self.device = _placement(where)
+        self.is_cuda = self.device.type == "cuda"
+        self.rng = torch.Generator(device=self.device)
+        self.rng.seed()
+
+    # ---------------------------------------------------------------- storage
+    def from_numpy(self, a: np.ndarray, dtype: DType | None = None) -> Tensor:
+        a = np.asarray(a)
+        if dtype is not None:
+            a = a.astype(_TO_NP[_TO_TORCH[dtype]], copy=False)
+        return _np_view(a).to(self.device, copy=True)
+
+    def to_numpy(self, x: Tensor) -> np.ndarray:
+        if x.device.type != "cpu":
+            return _tensor_np_view(x.cpu())
+        return np.array(_tensor_np_view(x), copy=True)
+
+    def dtype_of(self, x: Tensor) -> DType:
+        return _FROM_TORCH[x.dtype]
+
+    def is_float(self, x: Tensor) -> bool:
+        return x.is_floating_point()
+
+    def asarray(self, x: Any) -> Tensor:
+        if isinstance(x, torch.Tensor):
+            return x.detach().to(self.device)
+        return _np_view(np.asarray(x)).to(self.device)
+
+    def cast(self, x: Tensor, dtype: DType) -> Tensor:
+        return x.to(_TO_TORCH[dtype])
+
+    def full(self, shape: Shape, value: float | int | bool, dtype: DType) -> Tensor:
+        return torch.full(shape, value, dtype=_TO_TORCH[dtype], device=self.device)
+
+    def empty(self, shape: Shape, dtype: DType) -> Tensor:
+        return torch.empty(shape, dtype=_TO_TORCH[dtype], device=self.device)
+
+    def arange(self, start: int, end: int, step: int, dtype: DType) -> Tensor:
+        return torch.arange(start, end, step, dtype=_TO_TORCH[dtype], device=self.device)
+
+    def copy(self, x: Tensor) -> Tensor:
+        return x.clone(memory_format=torch.contiguous_format)
+
+    def seed(self, n: int) -> None:
+        self.rng.manual_seed(n)
+
+    def _sample_dtype(self, dtype: DType) -> torch.dtype:
+        # 16-bit floats are sampled in float32 and rounded, as the NumPy backend does
+        t = _TO_TORCH[dtype]
+        return torch.float32 if t in _HALF else t
+
+    def uniform(self, shape: Shape, lo: float, hi: float, dtype: DType) -> Tensor:
+        out = torch.empty(shape, dtype=self._sample_dtype(dtype), device=self.device)
+        return out.uniform_(lo, hi, generator=self.rng).to(_TO_TORCH[dtype])
+
+    def normal(self, shape: Shape, mean: float, std: float, dtype: DType) -> Tensor:
+        out = torch.empty(shape, dtype=self._sample_dtype(dtype), device=self.device)
+        return out.normal_(mean, std, generator=self.rng).to(_TO_TORCH[dtype])
+
+    def bernoulli(self, shape: Shape, p: float, dtype: DType) -> Tensor:
+        u = torch.rand(shape, generator=self.rng, device=self.device)
+        return (u < p).to(_TO_TORCH[dtype])
+
+    # ---------------------------------------------------------------- engine helpers
+    def sum_to_shape(self, x: Tensor, shape: Shape) -> Tensor:
+        """Sum a broadcast gradient back to ``shape``."""
+        if x.shape == shape:
+            return x
+        lead = x.ndim - len(shape)
+        dims = list(range(lead)) + [
+            i + lead for i, n in enumerate(shape) if n == 1 and x.shape[i + lead] != 1
+        ]
+        out = x.sum(dim=dims, keepdim=True) if dims else x
+        if lead:
+            out = out.reshape(shape)
+        return out
+
+    def zeros_like(self, x: Tensor) -> Tensor:
+        return torch.zeros_like(x, memory_format=torch.contiguous_format)
+
+    def ones_like(self, x: Tensor) -> Tensor:
+        return torch.ones_like(x, memory_format=torch.contiguous_format)
+
+    def index_put_zeros(self, shape: Shape, key: Any, values: Tensor) -> Tensor:
+        out = torch.zeros(shape, dtype=values.dtype, device=values.device)
+        out[self._key(key)] = values
+        return out
+
+    def _key(self, key: Any) -> Any:
+        """An index key with NumPy arrays and scalars turned into torch tensors and ints."""
+        if isinstance(key, tuple):
+            return tuple(self._key(k) for k in key)
+        if isinstance(key, np.ndarray):
+            return _np_view(key).to(self.device)
+        if isinstance(key, np.integer):
+            return int(key)
+        return key
+
+    # ---------------------------------------------------------------- elementwise
+    add = staticmethod(torch.add)
+    sub = staticmethod(torch.sub)
+    mul = staticmethod(torch.mul)
+    div = staticmethod(torch.div)
+    neg = staticmethod(torch.neg)
+    exp = staticmethod(torch.exp)
+    log = staticmethod(torch.log)
+    log1p = staticmethod(torch.log1p)
+    sqrt = staticmethod(torch.sqrt)
+    sin = staticmethod(torch.sin)
+    cos = staticmethod(torch.cos)
+    tanh = staticmethod(torch.tanh)
+    abs = staticmethod(torch.abs)
+    sign = staticmethod(torch.sign)
+    erf = staticmethod(torch.erf)
+    recip = staticmethod(torch.reciprocal)
+    equal = staticmethod(torch.eq)
+    not_equal = staticmethod(torch.ne)
+    greater = staticmethod(torch.gt)
+    greater_equal = staticmethod(torch.ge)
+    lower = staticmethod(torch.lt)
+    lower_equal = staticmethod(torch.le)
+    logical_not = staticmethod(torch.logical_not)
+    logical_and = staticmethod(torch.logical_and)
+    logical_or = staticmethod(torch.logical_or)
+    powf = staticmethod(torch.pow)
+
+    def powf_scalar(self, x: Tensor, p: float) -> Tensor:
+        if p == 2:
+            return torch.square(x)
+        return torch.pow(x, p)
+
+    def powi_scalar(self, x: Tensor, n: int) -> Tensor:
+        if n == 2:
+            return torch.square(x)
+        if n < 0 and not x.is_floating_point():
+            return torch.pow(x.to(torch.float32), n)
+        return torch.pow(x, n)
+
+    def clamp(self, x: Tensor, min: float | None, max: float | None) -> Tensor:
+        if min is None and max is None:
+            return x
+        return torch.clamp(x, min, max)
+
+    def where(self, mask: Tensor, x: Any, y: Any) -> Tensor:
+        return torch.where(mask, x, y)
+
+    def scalar(self, value: float | int | bool, like: Tensor) -> float | int | bool:
+        """``value`` as a Python scalar of ``like``'s kind; torch never upcasts a tensor for it."""
+        if like.dtype == torch.bool:
+            return bool(value)
+        if like.is_floating_point():
+            return float(value)
+        return int(value)
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, x: Tensor) -> Tensor:
+        return torch.sum(x)
+
+    def sum_dim(self, x: Tensor, dim: int) -> Tensor:
+        return torch.sum(x, dim, keepdim=True)
+
+    def mean(self, x: Tensor) -> Tensor:
+        return torch.mean(x)
+
+    def mean_dim(self, x: Tensor, dim: int) -> Tensor:
+        return torch.mean(x, dim, keepdim=True)
+
+    def max_dim(self, x: Tensor, dim: int) -> Tensor:
+        return torch.amax(x, dim, keepdim=True)
+
+    def min_dim(self, x: Tensor, dim: int) -> Tensor:
+        return torch.amin(x, dim, keepdim=True)
+
+    def argmax(self, x: Tensor, dim: int) -> Tensor:
+        return torch.argmax(x, dim, keepdim=True)
+
+    def argmin(self, x: Tensor, dim: int) -> Tensor:
+        return torch.argmin(x, dim, keepdim=True)
+
+    def take_along_dim(self, x: Tensor, idx: Tensor, dim: int) -> Tensor:
+        return torch.take_along_dim(x, idx, dim)
+
+    def put_along_dim_zeros(self, shape: Shape, idx: Tensor, values: Tensor, dim: int) -> Tensor:
+        out = torch.zeros(shape, dtype=values.dtype, device=values.device)
+        return out.scatter_(dim, idx, values)
+
+    # ---------------------------------------------------------------- linalg
+    def matmul(self, x: Tensor, y: Tensor) -> Tensor:
+        if x.is_cuda and not x.is_floating_point():
+            # cuBLAS has no integer GEMM; float64 is exact below 2**53
+            return torch.matmul(x.to(torch.float64), y.to(torch.float64)).to(x.dtype)
+        return torch.matmul(x, y)
+
+    # ---------------------------------------------------------------- movement
+    def reshape(self, x: Tensor, shape: Shape) -> Tensor:
+        return x.reshape(shape)
+
+    def permute(self, x: Tensor, dims: Sequence[int]) -> Tensor:
+        return x.permute(tuple(dims))
+
+    def expand(self, x: Tensor, shape: Shape) -> Tensor:
+        return x.expand(shape)
+
+    def index(self, x: Tensor, key: Any) -> Tensor:
+        return x[self._key(key)]
+
+    def cat(self, xs: Sequence[Tensor], dim: int) -> Tensor:
+        return torch.cat(list(xs), dim)
+
+    def stack(self, xs: Sequence[Tensor], dim: int) -> Tensor:
+        return torch.stack(list(xs), dim)
+
+    def split_sizes(self, x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
+        return list(torch.split(x, list(sizes), dim))
+
+    # ---------------------------------------------------------------- with a Python scalar
+    add_scalar = staticmethod(torch.add)
+    sub_scalar = staticmethod(torch.sub)
+    mul_scalar = staticmethod(torch.mul)
+    div_scalar = staticmethod(torch.div)
+
+    def rsub_scalar(self, x: Tensor, value: float) -> Tensor:
+        return torch.rsub(x, value)
+
+    def rdiv_scalar(self, x: Tensor, value: float) -> Tensor:
+        # a CPU 0-d numerator: exact value / x (not value * (1 / x)), no device transfer
+        return torch.div(torch.scalar_tensor(value, dtype=x.dtype), x)
+
+    # ---------------------------------------------------------------- transfers
+    def receive(self, x: Any, source: Any) -> Tensor:
+        """``x``, an array of backend ``source``, as a tensor here.
+
+        NumPy arrays and CPU tensors are shared without a copy (``torch.from_numpy``) when the
+        destination is the CPU; other moves use ``Tensor.to`` or DLPack.
+        """
+        if source is self:
+            return x
+        if isinstance(x, torch.Tensor):
+            return x.to(self.device)
+        if isinstance(x, np.ndarray):
+            return _np_view(x).to(self.device)
+        if hasattr(x, "__dlpack__"):
+            return torch.from_dlpack(x).to(self.device)
+        return _np_view(source.to_numpy_view(x)).to(self.device)
+
+    def to_numpy_view(self, x: Tensor) -> np.ndarray:
+        """A NumPy array of ``x``'s values, sharing memory for CPU tensors."""
+        if x.device.type != "cpu":
+            x = x.cpu()
+        return _tensor_np_view(x)
