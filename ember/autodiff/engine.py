@@ -69,33 +69,34 @@ def run_backward(root: Node, seed: Any) -> Gradients:
                 store[n.id] = g
             continue
         parents = n.parents
+        in_grads = None
         if g is not None:
             if rec is not None and n.balanced:
                 in_grads = rec.step(n, g)
             else:
                 in_grads = spec.backward(n, g)
-            shapes = n.shapes
-            i = 0
-            for p in parents:
-                if p is not None:
-                    gi = in_grads[i]
-                    if gi is not None:
-                        if gi.shape != shapes[i]:
-                            gi = n.b.sum_to_shape(gi, shapes[i])
-                        prev = grads.get(p)
-                        grads[p] = gi if prev is None else prev + gi
-                i += 1
         elif rec is not None:
             rec.skip(n)
         n.consumed = True
         n.inputs = None
         n.output = None
+        i = 0
         for p in parents:
             if p is not None:
+                if in_grads is not None:
+                    gi = in_grads[i]
+                    if gi is not None:
+                        shape = n.shapes[i]
+                        if gi.shape != shape:
+                            gi = n.b.sum_to_shape(gi, shape)
+                        prev = grads.get(p)
+                        grads[p] = gi if prev is None else prev + gi
                 c = children[p] - 1
-                children[p] = c
-                if c == 0:
+                if c:
+                    children[p] = c
+                else:
                     ready.append(p)
+            i += 1
     if rec is not None:
         out.recomputed = rec.counts
     return out
