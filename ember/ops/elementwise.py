@@ -17,6 +17,91 @@ def _need(ctx: Any, i: int) -> bool:
     return ctx.parents[i] is not None
 
 
+# ---------------------------------------------------------------- examples for the test suites
+# Rows with attributes or non-float inputs say what the registry-driven suites should feed them.
+Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+def _with_value(*values: float | int, lo: float = -2.0, hi: float = 2.0) -> Any:
+    def examples(rng: Any) -> Examples:
+        shapes = [(3, 4), (2, 1, 3), ()]
+        return [
+            ((rng.uniform(lo, hi, size=shapes[i % 3]),), {"value": v}) for i, v in enumerate(values)
+        ]
+
+    return examples
+
+
+def _powi_examples(rng: Any) -> Examples:
+    u = rng.uniform
+    return [
+        ((u(-2.0, 2.0, size=(3, 4)),), {"value": 2}),
+        ((u(-2.0, 2.0, size=(2, 3)),), {"value": 3}),
+        ((u(0.5, 2.0, size=(4,)),), {"value": -2}),
+        ((u(-2.0, 2.0, size=(2, 2)),), {"value": 0}),
+    ]
+
+
+def _clamp_examples(rng: Any) -> Examples:
+    u = rng.uniform
+    return [
+        ((u(-2.0, 2.0, size=(3, 4)),), {"min": -0.5, "max": 0.5}),
+        ((u(-2.0, 2.0, size=(2, 3)),), {"min": None, "max": 0.3}),
+        ((u(-2.0, 2.0, size=(5,)),), {"min": -0.2, "max": None}),
+    ]
+
+
+def _mask_where_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(3, 4)), rng.random((3, 4)) < 0.5, n(size=(3, 4))), {}),
+        ((n(size=(3, 4)), rng.random((1, 4)) < 0.5, n(size=(4,))), {}),  # mask and values broadcast
+        ((n(size=(2, 1)), rng.random((2, 3)) < 0.5, n(size=(2, 3))), {}),  # x broadcasts
+    ]
+
+
+def _mask_fill_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(3, 4)), rng.random((3, 4)) < 0.5), {"value": 0.5}),
+        ((n(size=(3, 4)), rng.random((3, 1)) < 0.5), {"value": -2.0}),
+    ]
+
+
+def _cast_examples(rng: Any) -> Examples:
+    from ..dtype import float32, float64, int64
+
+    n = rng.normal
+    return [
+        ((n(size=(3, 4)),), {"dtype": float32, "src": float64}),
+        ((n(size=(2, 3)),), {"dtype": float64, "src": float64}),
+        ((rng.integers(-3, 4, size=(2, 3)),), {"dtype": float64, "src": int64}),
+    ]
+
+
+def _compare_examples(rng: Any) -> Examples:
+    # small integers as floats, so equal values (ties) occur
+    def i(*shape: int) -> Any:
+        return rng.integers(-2, 3, size=shape).astype("float64")
+
+    return [((i(3, 4), i(3, 4)), {}), ((i(2, 3, 4), i(3, 1)), {})]
+
+
+def _compare_elem_examples(rng: Any) -> Examples:
+    return [
+        ((rng.integers(-2, 3, size=(3, 4)).astype("float64"),), {"value": 0.0}),
+        ((rng.integers(-2, 3, size=(2, 3)).astype("float64"),), {"value": 1.0}),
+    ]
+
+
+def _logical_examples(arity: int) -> Any:
+    def examples(rng: Any) -> Examples:
+        shapes = [(3, 4), (1, 4)][:arity]
+        return [(tuple(rng.random(s) < 0.5 for s in shapes), {})]
+
+    return examples
+
+
 # ---------------------------------------------------------------- binary
 @defop("add", arity=2, cost=MB, dtypes=N)
 def add_backward(ctx: Any, grad: Any) -> Grads:
@@ -54,38 +139,54 @@ def powf_backward(ctx: Any, grad: Any) -> Grads:
 
 
 # ---------------------------------------------------------------- with a scalar
-@defop("add_scalar", arity=1, cost=MB, dtypes=N)
+@defop("add_scalar", arity=1, cost=MB, dtypes=N, examples=_with_value(1.5, -2, 0.25))
 def add_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (grad,)
 
 
-@defop("sub_scalar", arity=1, cost=MB, dtypes=N)
+@defop("sub_scalar", arity=1, cost=MB, dtypes=N, examples=_with_value(1.5, -2))
 def sub_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (grad,)
 
 
-@defop("rsub_scalar", arity=1, cost=MB, dtypes=N)
+@defop("rsub_scalar", arity=1, cost=MB, dtypes=N, examples=_with_value(1.5, 3))
 def rsub_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (-grad,)
 
 
-@defop("mul_scalar", arity=1, cost=MB, dtypes=N)
+@defop("mul_scalar", arity=1, cost=MB, dtypes=N, examples=_with_value(1.5, -3, 0.0))
 def mul_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (grad * ctx.attrs["value"],)
 
 
-@defop("div_scalar", arity=1, cost=MB, dtypes=N)
+@defop("div_scalar", arity=1, cost=MB, dtypes=N, examples=_with_value(1.5, -4))
 def div_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (grad / ctx.attrs["value"],)
 
 
-@defop("rdiv_scalar", arity=1, cost=MB, saves=Saves.BOTH, dtypes=F, domain=(0.5, 2.0))
+@defop(
+    "rdiv_scalar",
+    arity=1,
+    cost=MB,
+    saves=Saves.BOTH,
+    dtypes=F,
+    domain=(0.5, 2.0),
+    examples=_with_value(1.5, -2.0, lo=0.5),
+)
 def rdiv_scalar_backward(ctx: Any, grad: Any) -> Grads:
     # d(s/x)/dx = -s/x^2 = -out/x
     return (-grad * ctx.output / ctx.inputs[0],)
 
 
-@defop("powf_scalar", arity=1, cost=MB, saves=Saves.INPUTS, dtypes=F, domain=(0.5, 2.0))
+@defop(
+    "powf_scalar",
+    arity=1,
+    cost=MB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    domain=(0.5, 2.0),
+    examples=_with_value(2.0, 0.5, -1.5, 3.0, lo=0.5),
+)
 def powf_scalar_backward(ctx: Any, grad: Any) -> Grads:
     (x,) = ctx.inputs
     p = ctx.attrs["value"]
@@ -95,7 +196,7 @@ def powf_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (grad * (p * ctx.b.powf_scalar(x, p - 1)),)
 
 
-@defop("powi_scalar", arity=1, cost=MB, saves=Saves.INPUTS, dtypes=N)
+@defop("powi_scalar", arity=1, cost=MB, saves=Saves.INPUTS, dtypes=N, examples=_powi_examples)
 def powi_scalar_backward(ctx: Any, grad: Any) -> Grads:
     (x,) = ctx.inputs
     n = ctx.attrs["value"]
@@ -106,7 +207,9 @@ def powi_scalar_backward(ctx: Any, grad: Any) -> Grads:
     return (grad * (n * ctx.b.powi_scalar(x, n - 1)),)
 
 
-@defop("clamp", arity=1, cost=MB, saves=Saves.INPUTS, dtypes=N, smooth=False)
+@defop(
+    "clamp", arity=1, cost=MB, saves=Saves.INPUTS, dtypes=N, smooth=False, examples=_clamp_examples
+)
 def clamp_backward(ctx: Any, grad: Any) -> Grads:
     (x,) = ctx.inputs
     lo, hi = ctx.attrs["min"], ctx.attrs["max"]
@@ -196,6 +299,7 @@ def sign_backward(ctx: Any, grad: Any) -> Grads:
     cost=MB,
     saves=Saves.INPUTS,
     forward=lambda b, x, mask, values: b.where(mask, values, x),
+    examples=_mask_where_examples,
 )
 def mask_where_backward(ctx: Any, grad: Any) -> Grads:
     _, mask, _ = ctx.inputs
@@ -213,6 +317,7 @@ def mask_where_backward(ctx: Any, grad: Any) -> Grads:
     cost=MB,
     saves=Saves.INPUTS,
     forward=lambda b, x, mask, value: b.where(mask, b.scalar(value, x), x),
+    examples=_mask_fill_examples,
 )
 def mask_fill_backward(ctx: Any, grad: Any) -> Grads:
     _, mask = ctx.inputs
@@ -220,7 +325,13 @@ def mask_fill_backward(ctx: Any, grad: Any) -> Grads:
     return b.where(mask, b.zeros_like(grad), grad), None
 
 
-@defop("cast", arity=1, cost=Cost.COMPUTE_BOUND, forward=lambda b, x, dtype, src: b.cast(x, dtype))
+@defop(
+    "cast",
+    arity=1,
+    cost=Cost.COMPUTE_BOUND,
+    forward=lambda b, x, dtype, src: b.cast(x, dtype),
+    examples=_cast_examples,
+)
 def cast_backward(ctx: Any, grad: Any) -> Grads:
     # attrs: dtype (target), src (the input's dtype, which the gradient returns to)
     return (ctx.b.cast(grad, ctx.attrs["src"]),)
@@ -228,8 +339,13 @@ def cast_backward(ctx: Any, grad: Any) -> Grads:
 
 # ---------------------------------------------------------------- comparisons (no gradient)
 for _name in ("equal", "not_equal", "greater", "greater_equal", "lower", "lower_equal"):
-    nondiff(_name, 2)
-    nondiff(f"{_name}_elem", 1, forward=lambda b, x, v, _n=_name: getattr(b, _n)(x, v))
-nondiff("logical_not", 1)
-nondiff("logical_and", 2)
-nondiff("logical_or", 2)
+    nondiff(_name, 2, examples=_compare_examples)
+    nondiff(
+        f"{_name}_elem",
+        1,
+        forward=lambda b, x, v, _n=_name: getattr(b, _n)(x, v),
+        examples=_compare_elem_examples,
+    )
+nondiff("logical_not", 1, examples=_logical_examples(1))
+nondiff("logical_and", 2, examples=_logical_examples(2))
+nondiff("logical_or", 2, examples=_logical_examples(2))
