@@ -1,4 +1,4 @@
-"""``DataLoader``: batches of tensors from a dataset, seeded shuffling and background prefetching."""
+"""``DataLoader``: batches of tensors, seeded shuffling and background prefetching."""
 
 from __future__ import annotations
 

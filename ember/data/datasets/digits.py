@@ -1,4 +1,4 @@
-"""The 1,797 labelled 8×8 handwritten digits shipped inside ember (no download needed).
+"""The 1,797 labelled 8x8 handwritten digits shipped inside ember (no download needed).
 
 Source: the UCI *Optical Recognition of Handwritten Digits* test set as shipped by scikit-learn;
 see ``ember/data/files/README.md`` for the attribution and licences.
@@ -11,8 +11,7 @@ from importlib import resources
 import numpy as np
 
 from ...errors import ShapeError
-from ..dataset import ArrayDataset
-from ..dataset import Transform
+from ..dataset import ArrayDataset, Transform
 
 NUM_CLASSES = 10
 TEST_FRACTION = 0.2

@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ShapeError
-from ..dataset import ArrayDataset
+from ..dataset import ArrayDataset, Transform
 from ..download import DownloadError, cache_dir, fetch
-from ..dataset import Transform
 from ..transforms import AddChannel, Compose, ToFloat
 
 # file -> MD5 of the published .gz files (the same for every mirror)
@@ -65,12 +64,13 @@ def _load(kind: str, split: str, root: Path | None, transform: Transform | None)
     arrays = []
     for part in ("images-idx3", "labels-idx1"):
         fname = f"{prefix}-{part}-ubyte.gz"
-        path = fetch(
-            kind, [m + fname for m in mirrors], folder / fname, checksum=files[fname]
-        )
+        path = fetch(kind, [m + fname for m in mirrors], folder / fname, checksum=files[fname])
         arrays.append(read_idx(path))
     images, labels = arrays
-    pipeline = Compose([ToFloat(1 / 255), AddChannel()] + ([transform] if transform else []))
+    steps: list[Transform] = [ToFloat(1 / 255), AddChannel()]
+    if transform is not None:
+        steps.append(transform)
+    pipeline = Compose(steps)
     return ArrayDataset(images, labels.astype(np.int64), transform=pipeline)
 
 

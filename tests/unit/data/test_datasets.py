@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib
 import http.server
+import importlib
 import io
 import threading
 import urllib.error
@@ -39,7 +39,7 @@ def test_digits_shipped_and_split() -> None:
     assert images.max() == 16 and sorted(set(labels.tolist())) == list(range(10))
     train, test = digits("train"), digits("test")
     assert len(train) + len(test) == 1797
-    x, y = train[0]
+    x, _ = train[0]
     assert x.shape == (1, 8, 8) and x.dtype == np.float32 and 0.0 <= x.min() <= x.max() <= 1.0
     all_x = np.concatenate([train.arrays[0], test.arrays[0]]).reshape(1797, -1)
     assert len({row.tobytes() for row in all_x}) > 1700  # the splits are disjoint rows
@@ -138,7 +138,7 @@ def test_checksum_mismatch_is_clear_and_caches_nothing(
 ) -> None:
     url, files = server
     _point_mnist_at(monkeypatch, url, files, corrupt=True)
-    with pytest.raises(DownloadError, match="checksum mismatch.*nothing was cached"):
+    with pytest.raises(DownloadError, match=r"checksum mismatch.*nothing was cached"):
         mnist("train", root=tmp_path)
     assert not list((tmp_path / "mnist").glob("train-images*"))
 
@@ -147,7 +147,7 @@ def test_corrupt_cached_file_is_reported(tmp_path: Path, monkeypatch: pytest.Mon
     dest = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
     dest.parent.mkdir(parents=True)
     dest.write_bytes(b"not mnist")
-    with pytest.raises(DownloadError, match="cached file.*delete it"):
+    with pytest.raises(DownloadError, match=r"cached file.*delete it"):
         mnist("train", root=tmp_path)
 
 

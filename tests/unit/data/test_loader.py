@@ -36,7 +36,7 @@ def test_seeded_shuffle_is_deterministic_and_changes_per_epoch() -> None:
     b = DataLoader(_ds(50), batch_size=8, shuffle=True, seed=7)
     first_a, first_b = _labels(a), _labels(b)
     assert first_a == first_b
-    assert sorted(sum(first_a, [])) == list(range(50))
+    assert sorted(v for batch in first_a for v in batch) == list(range(50))
     assert first_a != [list(range(i, min(i + 8, 50))) for i in range(0, 50, 8)]
     assert _labels(a) != first_a  # epoch 2 has a new order
     assert _labels(DataLoader(_ds(50), batch_size=8, shuffle=True, seed=8)) != first_a
