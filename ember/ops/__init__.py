@@ -1,6 +1,19 @@
 """The op registry and its rows; importing this package registers every row."""
 
-from . import elementwise, linalg, movement, reduce  # noqa: F401
+from . import (  # noqa: F401
+    activations,
+    conv,
+    elementwise,
+    indexing,
+    linalg,
+    movement,
+    nn,
+    reduce,
+    rounding,
+    shape,
+    sorting,
+    stats,
+)
 from .registry import OPS, Cost, OpSpec, Saves, defop
 
 __all__ = ["OPS", "Cost", "OpSpec", "Saves", "defop"]

@@ -25,6 +25,10 @@ from . import checks
 from . import layout as _layout
 from . import math as _math
 from . import reductions as _reduce
+from . import select as _select  # issue 3 (C1): methods assigned in the block at the end
+from . import shaping as _shaping
+from . import sorting as _sorting
+from . import stats as _stats
 from .device import Device
 from .dispatch import apply, apply2, as_scalar, binary, cast, scalar, wrap
 from .indexing import normalize_key
@@ -642,3 +646,29 @@ class Tensor:
     min_dim = _reduce.min_dim
     argmax = _reduce.argmax
     argmin = _reduce.argmin
+
+    # ------------------------------------------------------------------ issue 3 ops (C1 block)
+    select = _select.select
+    gather = _select.gather
+    scatter = _select.scatter
+    slice_assign = _select.slice_assign
+    flip = _shaping.flip
+    repeat_dim = _shaping.repeat_dim
+    tril = _shaping.tril
+    triu = _shaping.triu
+    one_hot = _shaping.one_hot
+    narrow = _shaping.narrow
+    chunk = _shaping.chunk
+    split = _shaping.split
+    sort = _sorting.sort
+    argsort = _sorting.argsort
+    topk = _sorting.topk
+    var = _stats.var
+    prod = _stats.prod
+    prod_dim = _stats.prod_dim
+    cumsum = _stats.cumsum
+    max = _stats.max
+    min = _stats.min
+    floor = _stats.floor
+    ceil = _stats.ceil
+    round = _stats.round

@@ -256,3 +256,91 @@ class NumpyBackend:
 
     def to_numpy_view(self, x: np.ndarray) -> np.ndarray:
         return x
+
+    # ================================================================ C1: indexing, shape, sorting,
+    # stats and rounding primitives (issue 3). Dims are non-negative ints; index arrays are int
+    # arrays already checked to lie in range by ``ember.tensor`` before the call.
+    def select(self, x: np.ndarray, indices: np.ndarray, dim: int) -> np.ndarray:
+        return np.take(x, indices, axis=dim)
+
+    def select_add(
+        self, x: np.ndarray, indices: np.ndarray, values: np.ndarray, dim: int
+    ) -> np.ndarray:
+        """A copy of ``x`` with ``values`` added at ``indices`` along ``dim`` (repeats sum)."""
+        out = np.array(x, copy=True)
+        key: Any = (slice(None),) * dim + (indices,)
+        np.add.at(out, key, values)
+        return out
+
+    @staticmethod
+    def _along(indices: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
+        # full index grids: ``indices`` on ``dim``, the position itself on every other axis
+        grids = np.ogrid[tuple(slice(0, n) for n in indices.shape)]
+        return tuple(indices if d == dim else g for d, g in enumerate(grids))
+
+    def gather(self, x: np.ndarray, indices: np.ndarray, dim: int) -> np.ndarray:
+        return np.asarray(x[self._along(indices, dim)])
+
+    def scatter_add(
+        self, x: np.ndarray, indices: np.ndarray, values: np.ndarray, dim: int
+    ) -> np.ndarray:
+        """A copy of ``x`` with ``values[i]`` added at ``indices[i]`` along ``dim``."""
+        out = np.array(x, copy=True)
+        np.add.at(out, self._along(indices, dim), values[tuple(slice(0, n) for n in indices.shape)])
+        return out
+
+    def slice_assign(self, x: np.ndarray, values: np.ndarray, key: Any) -> np.ndarray:
+        out = np.array(x, copy=True)
+        out[key] = values
+        return out
+
+    def flip(self, x: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+        return np.flip(x, axis=tuple(dims))
+
+    def repeat_dim(self, x: np.ndarray, dim: int, times: int) -> np.ndarray:
+        reps = [1] * x.ndim
+        reps[dim] = times
+        return np.tile(x, reps)
+
+    def tril(self, x: np.ndarray, diagonal: int) -> np.ndarray:
+        return np.tril(x, diagonal)
+
+    def triu(self, x: np.ndarray, diagonal: int) -> np.ndarray:
+        return np.triu(x, diagonal)
+
+    def argsort(self, x: np.ndarray, dim: int, descending: bool) -> np.ndarray:
+        """Stable: equal values keep their order, in both directions (int64 indices)."""
+        if not descending:
+            return np.argsort(x, axis=dim, kind="stable")
+        # sorting the reversed input and reversing the result keeps ties in input order
+        n = x.shape[dim]
+        rev = np.argsort(np.flip(x, axis=dim), axis=dim, kind="stable")
+        return np.asarray(n - 1 - np.flip(rev, axis=dim))
+
+    def sort(self, x: np.ndarray, dim: int, descending: bool) -> np.ndarray:
+        if not descending:
+            return np.sort(x, axis=dim, kind="stable")
+        return np.take_along_axis(x, self.argsort(x, dim, True), axis=dim)
+
+    def var(self, x: np.ndarray, dim: int, correction: int) -> np.ndarray:
+        n = x.dtype.type(x.shape[dim])
+        # n <= correction gives inf or nan, as in PyTorch, without a NumPy warning
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = x - np.divide(x.sum(axis=dim, keepdims=True), n)
+            return np.divide((d * d).sum(axis=dim, keepdims=True), n - correction)
+
+    def prod_dim(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return x.prod(axis=dim, keepdims=True)
+
+    def cumprod(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return np.cumprod(x, axis=dim, dtype=x.dtype)
+
+    def cumsum(self, x: np.ndarray, dim: int) -> np.ndarray:
+        return np.cumsum(x, axis=dim, dtype=x.dtype)
+
+    floor = staticmethod(np.floor)
+    ceil = staticmethod(np.ceil)
+
+    def round(self, x: np.ndarray) -> np.ndarray:
+        """Half to even, like PyTorch and Burn."""
+        return np.round(x)
