@@ -28,6 +28,7 @@ from ... import dtype as dt
 from ...dtype import DType
 from ...errors import DeviceError
 from ..registry import register_backend
+from . import nn_kernels as _nn
 
 Shape = tuple[int, ...]
 Tensor = torch.Tensor
@@ -367,3 +368,125 @@ class TorchBackend:
         if x.device.type != "cpu":
             x = x.cpu()
         return _tensor_np_view(x)
+
+    # ---------------------------------------------------------------- indexing, shape, sorting
+    def select(self, x: Tensor, indices: Tensor, dim: int) -> Tensor:
+        flat = indices.reshape(-1)
+        out = torch.index_select(x, dim, flat)
+        if indices.ndim == 1:
+            return out
+        # (..., N, ...) -> (..., *indices.shape, ...), as np.take does
+        return out.reshape((*x.shape[:dim], *indices.shape, *x.shape[dim + 1 :]))
+
+    def select_add(self, x: Tensor, indices: Tensor, values: Tensor, dim: int) -> Tensor:
+        """A copy of ``x`` with ``values`` added at ``indices`` along ``dim`` (repeats sum)."""
+        flat = indices.reshape(-1)
+        values = values.reshape((*x.shape[:dim], flat.numel(), *x.shape[dim + 1 :]))
+        return x.clone().index_add_(dim, flat, values)
+
+    def gather(self, x: Tensor, indices: Tensor, dim: int) -> Tensor:
+        return torch.gather(x, dim, indices)
+
+    def scatter_add(self, x: Tensor, indices: Tensor, values: Tensor, dim: int) -> Tensor:
+        """A copy of ``x`` with ``values[i]`` added at ``indices[i]`` along ``dim``."""
+        return x.clone().scatter_add_(dim, indices, values)
+
+    def slice_assign(self, x: Tensor, values: Tensor, key: Any) -> Tensor:
+        out = x.clone()
+        out[self._key(key)] = values
+        return out
+
+    def flip(self, x: Tensor, dims: Sequence[int]) -> Tensor:
+        return torch.flip(x, tuple(dims))
+
+    def repeat_dim(self, x: Tensor, dim: int, times: int) -> Tensor:
+        reps = [1] * x.ndim
+        reps[dim] = times
+        return x.repeat(reps)
+
+    def tril(self, x: Tensor, diagonal: int) -> Tensor:
+        return torch.tril(x, diagonal)
+
+    def triu(self, x: Tensor, diagonal: int) -> Tensor:
+        return torch.triu(x, diagonal)
+
+    def argsort(self, x: Tensor, dim: int, descending: bool) -> Tensor:
+        """Stable: equal values keep their input order in both directions (int64 indices)."""
+        return torch.sort(x, dim=dim, descending=descending, stable=True).indices
+
+    def sort(self, x: Tensor, dim: int, descending: bool) -> Tensor:
+        return torch.sort(x, dim=dim, descending=descending, stable=True).values
+
+    def var(self, x: Tensor, dim: int, correction: int) -> Tensor:
+        n = x.shape[dim]
+        if n > correction:
+            return torch.var(x, dim, correction=correction, keepdim=True)
+        # n <= correction gives inf or nan without torch's warning, as the NumPy backend does
+        d = x - torch.mean(x, dim, keepdim=True)
+        return torch.sum(d * d, dim, keepdim=True) / (n - correction)
+
+    def prod_dim(self, x: Tensor, dim: int) -> Tensor:
+        return torch.prod(x, dim, keepdim=True)
+
+    def cumprod(self, x: Tensor, dim: int) -> Tensor:
+        if x.dtype == torch.bool:
+            return torch.cummin(x.to(torch.uint8), dim).values.to(torch.bool)
+        return torch.cumprod(x, dim, dtype=x.dtype)
+
+    def cumsum(self, x: Tensor, dim: int) -> Tensor:
+        if x.dtype == torch.bool:
+            return torch.cummax(x.to(torch.uint8), dim).values.to(torch.bool)
+        return torch.cumsum(x, dim, dtype=x.dtype)
+
+    floor = staticmethod(torch.floor)
+    ceil = staticmethod(torch.ceil)
+
+    def round(self, x: Tensor) -> Tensor:
+        """Half to even, like NumPy."""
+        return torch.round(x)
+
+    # ---------------------------------------------------------------- nn kernels (nn_kernels.py)
+    relu = staticmethod(_nn.relu)
+    relu_backward = staticmethod(_nn.relu_backward)
+    sigmoid = staticmethod(_nn.sigmoid)
+    softplus = staticmethod(_nn.softplus)
+    gelu = staticmethod(_nn.gelu)
+    gelu_backward = staticmethod(_nn.gelu_backward)
+    silu = staticmethod(_nn.silu)
+    silu_backward = staticmethod(_nn.silu_backward)
+    softmax = staticmethod(_nn.softmax)
+    log_softmax = staticmethod(_nn.log_softmax)
+    softmax_backward = staticmethod(_nn.softmax_backward)
+    log_softmax_backward = staticmethod(_nn.log_softmax_backward)
+    cross_entropy = staticmethod(_nn.cross_entropy)
+    cross_entropy_backward = staticmethod(_nn.cross_entropy_backward)
+    cross_entropy_soft = staticmethod(_nn.cross_entropy_soft)
+    cross_entropy_soft_backward = staticmethod(_nn.cross_entropy_soft_backward)
+    nll_loss = staticmethod(_nn.nll_loss)
+    nll_loss_backward = staticmethod(_nn.nll_loss_backward)
+    binary_cross_entropy = staticmethod(_nn.bce)
+    binary_cross_entropy_backward = staticmethod(_nn.bce_backward)
+    binary_cross_entropy_with_logits = staticmethod(_nn.bce_with_logits)
+    layer_norm = staticmethod(_nn.layer_norm)
+    layer_norm_backward = staticmethod(_nn.layer_norm_backward)
+    rms_norm = staticmethod(_nn.rms_norm)
+    rms_norm_backward = staticmethod(_nn.rms_norm_backward)
+    batch_norm = staticmethod(_nn.batch_norm)
+    batch_norm_backward = staticmethod(_nn.batch_norm_backward)
+    attention = staticmethod(_nn.attention)
+    attention_backward = staticmethod(_nn.attention_backward)
+    conv2d = staticmethod(_nn.conv2d)
+    conv2d_backward = staticmethod(_nn.conv2d_backward)
+    conv_transpose2d = staticmethod(_nn.conv_transpose2d)
+    conv_transpose2d_backward = staticmethod(_nn.conv_transpose2d_backward)
+    max_pool2d = staticmethod(_nn.max_pool2d)
+    max_pool2d_backward = staticmethod(_nn.max_pool2d_backward)
+    avg_pool2d = staticmethod(_nn.avg_pool2d)
+    avg_pool2d_backward = staticmethod(_nn.avg_pool2d_backward)
+    adaptive_avg_pool2d = staticmethod(_nn.adaptive_avg_pool2d)
+    adaptive_avg_pool2d_backward = staticmethod(_nn.adaptive_avg_pool2d_backward)
+
+    def embedding(self, indices: Tensor, weight: Tensor) -> Tensor:
+        return _nn.embedding(indices, weight)
+
+    embedding_backward = staticmethod(_nn.embedding_backward)

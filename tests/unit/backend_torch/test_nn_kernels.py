@@ -1,0 +1,184 @@
+"""The torch backend's fused nn kernels agree with the NumPy backend's, forward and backward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ember as em
+
+torch = pytest.importorskip("torch")
+
+NP = em.Device.cpu().b
+TB = em.Device.torch("cpu").b
+_rng = np.random.default_rng(0)
+
+
+def _n(*shape: int) -> np.ndarray:
+    return _rng.normal(size=shape)
+
+
+def _u(*shape: int) -> np.ndarray:
+    return _rng.uniform(0.05, 0.95, size=shape)
+
+
+def _i(hi: int, *shape: int) -> np.ndarray:
+    return _rng.integers(0, hi, size=shape).astype(np.int64)
+
+
+def _probs(r: int, c: int) -> np.ndarray:
+    p = _rng.random((r, c))
+    return p / p.sum(1, keepdims=True)
+
+
+_target = _i(5, 6)
+_target[2] = -100
+_keep = (_rng.random((2, 2, 4, 5)) < 0.8) / 0.8
+_x4 = _n(2, 3, 7, 6)
+_conv = ((1, 2), (1, 0), (1, 1))
+# method name -> argument lists (arrays are float64 / int64; the rest pass through)
+CASES: dict[str, list[tuple[Any, ...]]] = {
+    "relu": [(_n(3, 4),)],
+    "relu_backward": [(_n(3, 4), _n(3, 4))],
+    "sigmoid": [(_n(3, 4) * 5,)],
+    "softplus": [(_n(3, 4) * 10,)],
+    "gelu": [(_n(3, 4), "none"), (_n(3, 4), "tanh")],
+    "gelu_backward": [(_n(3, 4), _n(3, 4), "none"), (_n(3, 4), _n(3, 4), "tanh")],
+    "silu": [(_n(3, 4),)],
+    "silu_backward": [(_n(3, 4), _n(3, 4))],
+    "softmax": [(_n(3, 5), 1), (_n(2, 3, 4), 0)],
+    "log_softmax": [(_n(3, 5), 1), (_n(2, 3, 4), 1)],
+    "softmax_backward": [(_n(3, 5), NP.softmax(_n(3, 5), 1), 1)],
+    "log_softmax_backward": [(_n(3, 5), NP.log_softmax(_n(3, 5), 1), 1)],
+    "cross_entropy": [(_n(6, 5), _target, -100, 0.0), (_n(6, 5), _target, -100, 0.1)],
+    "cross_entropy_backward": [
+        (_n(6), _n(6, 5), _target, -100, 0.0),
+        (_n(6), _n(6, 5), _target, -100, 0.2),
+    ],
+    "cross_entropy_soft": [(_n(4, 5), _probs(4, 5), 0.0), (_n(4, 5), _probs(4, 5), 0.1)],
+    "cross_entropy_soft_backward": [(_n(4), _n(4, 5), _probs(4, 5), 0.1)],
+    "nll_loss": [(NP.log_softmax(_n(6, 5), 1), _target, -100)],
+    "nll_loss_backward": [(_n(6), _target, 5, -100)],
+    "binary_cross_entropy": [(_u(3, 4), _u(3, 4))],
+    "binary_cross_entropy_backward": [(_n(3, 4), _u(3, 4), _u(3, 4))],
+    "binary_cross_entropy_with_logits": [(_n(3, 4) * 4, _u(3, 4), np.asarray(1.5))],
+    "layer_norm": [
+        (_n(2, 3, 4), _n(4), _n(4), 1, 1e-5),
+        (_n(2, 3, 4), _n(3, 4), _n(3, 4), 2, 1e-5),
+    ],
+    "layer_norm_backward": [(_n(2, 3, 4), _n(2, 3, 4), _n(4), 1, 1e-5)],
+    "rms_norm": [(_n(2, 3, 4), _n(4), 1, 1e-6)],
+    "rms_norm_backward": [(_n(2, 3, 4), _n(2, 3, 4), _n(3, 4), 2, 1e-6)],
+    "batch_norm": [(_x4, _n(3), _n(3), 1e-5), (_n(5, 3), _n(3), _n(3), 1e-5)],
+    "batch_norm_backward": [(_n(*_x4.shape), _x4, _n(3), 1e-5)],
+    "attention": [
+        (
+            _n(2, 2, 4, 8),
+            _n(2, 2, 5, 8),
+            _n(2, 2, 5, 8),
+            np.asarray(0.0),
+            np.asarray(0.0),
+            0.3,
+            False,
+        ),
+        (
+            _n(2, 2, 5, 8),
+            _n(2, 2, 5, 8),
+            _n(2, 2, 5, 3),
+            _n(2, 2, 5, 5),
+            np.asarray(0.0),
+            0.3,
+            True,
+        ),
+        (_n(2, 2, 4, 8), _n(2, 2, 5, 8), _n(2, 2, 5, 8), np.asarray(0.0), _keep, 0.5, False),
+    ],
+    "attention_backward": [
+        (
+            _n(2, 2, 4, 8),
+            _n(2, 2, 4, 8),
+            _n(2, 2, 5, 8),
+            _n(2, 2, 5, 8),
+            _n(2, 2, 4, 5),
+            _keep,
+            0.3,
+            True,
+        ),
+        (
+            _n(2, 2, 4, 8),
+            _n(2, 2, 4, 8),
+            _n(2, 2, 5, 8),
+            _n(2, 2, 5, 8),
+            np.asarray(0.0),
+            np.asarray(0.0),
+            0.3,
+            False,
+        ),
+    ],
+    "conv2d": [(_x4, _n(4, 3, 3, 2), _n(4), *_conv, 1), (_x4, _n(3, 1, 2, 2), _n(3), *_conv, 3)],
+    "conv2d_backward": [
+        (_n(2, 4, 3, 5), _x4, _n(4, 3, 3, 2), (2, 1), (0, 0), (1, 1), 1, True, True),
+        (_n(2, 3, 6, 5), _x4, _n(3, 1, 2, 2), (1, 1), (0, 0), (1, 1), 3, True, False),
+    ],
+    "conv_transpose2d": [(_x4, _n(3, 2, 3, 3), _n(2), (2, 2), (1, 1), (1, 0), 1, (1, 1))],
+    "conv_transpose2d_backward": [
+        (_n(2, 2, 14, 11), _x4, _n(3, 2, 3, 3), (2, 2), (1, 1), 1, (1, 1), True, True),
+    ],
+    "max_pool2d": [(_x4, (2, 2), (2, 2), (1, 0), (1, 1)), (_x4, (3, 2), (1, 2), (0, 1), (2, 1))],
+    "max_pool2d_backward": [(_n(2, 3, 4, 3), _x4, (2, 2), (2, 2), (1, 0), (1, 1))],
+    "avg_pool2d": [(_x4, (2, 3), (2, 1), (1, 1))],
+    "avg_pool2d_backward": [(_n(2, 3, 4, 6), _x4.shape, (2, 3), (2, 1), (1, 1))],
+    "adaptive_avg_pool2d": [(_x4, (3, 4))],
+    "adaptive_avg_pool2d_backward": [(_n(2, 3, 3, 4), _x4.shape)],
+    "embedding": [(_i(7, 2, 3), _n(7, 4))],
+    "embedding_backward": [(_n(2, 3, 4), _i(7, 2, 3), 7)],
+}
+
+
+def _to_torch(a: Any) -> Any:
+    return TB.from_numpy(a) if isinstance(a, np.ndarray) else a
+
+
+def _compare(name: str, got: Any, want: Any) -> None:
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), name
+        for g, w in zip(got, want):
+            _compare(name, g, w)
+        return
+    if want is None:
+        assert got is None, name
+        return
+    got_np = TB.to_numpy(got)
+    want = np.asarray(want)
+    assert got_np.shape == want.shape, (name, got_np.shape, want.shape)
+    assert got_np.dtype == want.dtype, (name, got_np.dtype, want.dtype)
+    np.testing.assert_allclose(got_np, want, rtol=1e-9, atol=1e-11, err_msg=name)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_kernel_matches_numpy(name: str) -> None:
+    np_fn: Callable[..., Any] = getattr(NP, name)
+    t_fn: Callable[..., Any] = getattr(TB, name)
+    for args in CASES[name]:
+        want = np_fn(*args)
+        got = t_fn(*[_to_torch(a) for a in args])
+        _compare(name, got, want)
+
+
+def test_every_nn_kernel_has_a_case() -> None:
+    start = [n for n in dir(NP) if not n.startswith("_")]
+    nn_names = {n for n in start if n in CASES or n.endswith("_backward")}
+    assert nn_names <= set(CASES), sorted(nn_names - set(CASES))
+
+
+def test_stats_are_reused_and_recomputed() -> None:
+    x = TB.from_numpy(_n(2, 3, 4))
+    w, b = TB.from_numpy(_n(4)), TB.from_numpy(_n(4))
+    g = TB.from_numpy(_n(2, 3, 4))
+    TB.layer_norm(x, w, b, 1, 1e-5)
+    reused = TB.layer_norm_backward(g, x, w, 1, 1e-5)
+    fresh = TB.layer_norm_backward(g, x.clone(), w, 1, 1e-5)  # no remembered stats
+    for a, c in zip(reused, fresh):
+        torch.testing.assert_close(a, c)
