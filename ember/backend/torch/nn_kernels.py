@@ -178,14 +178,14 @@ def bce_with_logits(x: Tensor, t: Tensor, pos_weight: Tensor) -> Tensor:
 # ---------------------------------------------------------------- normalisation
 def _layer_stats(x: Tensor, normalized_ndim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     shape = list(x.shape[x.ndim - normalized_ndim :])
-    return aten.native_layer_norm(x, shape, None, None, eps)  # type: ignore[no-any-return]
+    return aten.native_layer_norm(x, shape, None, None, eps)
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, normalized_ndim: int, eps: float) -> Tensor:
     shape = list(x.shape[x.ndim - normalized_ndim :])
     out, mean, rstd = aten.native_layer_norm(x, shape, weight, bias, eps)
     _remember(x, "ln", (normalized_ndim, eps), (mean, rstd))
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def layer_norm_backward(
@@ -231,7 +231,7 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """Normalise with the batch statistics over every dim but 1."""
     out, mean, invstd = aten.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
     _remember(x, "bn", (eps,), (mean, invstd))
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def batch_norm_backward(
@@ -302,7 +302,7 @@ def attention(
         q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
         res = _fused_forward(kind, q, k, v, scale, is_causal)
         _remember(q, "sdpa", (k, v, scale, is_causal), (kind, res))
-        return res[0]  # type: ignore[no-any-return]
+        return res[0]
     p = _scores(q, k, bias, scale, is_causal)
     if keep.ndim:
         p = p * keep
@@ -405,7 +405,7 @@ def conv2d(
     dilation: Pair,
     groups: int,
 ) -> Tensor:
-    return aten.convolution(  # type: ignore[no-any-return]
+    return aten.convolution(
         x, weight, bias, list(stride), list(padding), list(dilation), False, [0, 0], groups
     )
 
@@ -449,7 +449,7 @@ def conv_transpose2d(
     dilation: Pair,
 ) -> Tensor:
     """The adjoint of conv2d: ``weight`` is (C_in, C_out / groups, kh, kw)."""
-    return aten.convolution(  # type: ignore[no-any-return]
+    return aten.convolution(
         x,
         weight,
         bias,
@@ -502,7 +502,7 @@ def max_pool2d(x: Tensor, kernel_size: Pair, stride: Pair, padding: Pair, dilati
         x, list(kernel_size), list(stride), list(padding), list(dilation), False
     )
     _remember(x, "maxpool", (kernel_size, stride, padding, dilation), idx)
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def max_pool2d_backward(
@@ -518,14 +518,12 @@ def max_pool2d_backward(
     idx = _recall(x, "maxpool", (kernel_size, stride, padding, dilation))
     if idx is None:
         _, idx = aten.max_pool2d_with_indices(x, *args, False)
-    return aten.max_pool2d_with_indices_backward(grad, x, *args, False, idx)  # type: ignore[no-any-return]
+    return aten.max_pool2d_with_indices_backward(grad, x, *args, False, idx)
 
 
 def avg_pool2d(x: Tensor, kernel_size: Pair, stride: Pair, padding: Pair) -> Tensor:
     """Mean over each window; zero padding counts in the divisor (count_include_pad=True)."""
-    return aten.avg_pool2d(  # type: ignore[no-any-return]
-        x, list(kernel_size), list(stride), list(padding), False, True, None
-    )
+    return aten.avg_pool2d(x, list(kernel_size), list(stride), list(padding), False, True, None)
 
 
 def avg_pool2d_backward(
@@ -536,17 +534,17 @@ def avg_pool2d_backward(
     padding: Pair,
 ) -> Tensor:
     like = grad.new_empty(input_shape)  # the kernel reads only its shape
-    return aten.avg_pool2d_backward(  # type: ignore[no-any-return]
+    return aten.avg_pool2d_backward(
         grad, like, list(kernel_size), list(stride), list(padding), False, True, None
     )
 
 
 def adaptive_avg_pool2d(x: Tensor, output_size: Pair) -> Tensor:
-    return aten._adaptive_avg_pool2d(x, list(output_size))  # type: ignore[no-any-return]
+    return aten._adaptive_avg_pool2d(x, list(output_size))
 
 
 def adaptive_avg_pool2d_backward(grad: Tensor, input_shape: tuple[int, ...]) -> Tensor:
-    return aten._adaptive_avg_pool2d_backward(grad, grad.new_empty(input_shape))  # type: ignore[no-any-return]
+    return aten._adaptive_avg_pool2d_backward(grad, grad.new_empty(input_shape))
 
 
 # ---------------------------------------------------------------- embedding
@@ -556,4 +554,4 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
 
 def embedding_backward(grad: Tensor, indices: Tensor, num_embeddings: int) -> Tensor:
     """Sum the rows of ``grad`` (..., D) into a (num_embeddings, D) table at ``indices``."""
-    return aten.embedding_dense_backward(grad, indices, num_embeddings, -1, False)  # type: ignore[no-any-return]
+    return aten.embedding_dense_backward(grad, indices, num_embeddings, -1, False)

@@ -39,6 +39,7 @@ _target[2] = -100
 _keep = (_rng.random((2, 2, 4, 5)) < 0.8) / 0.8
 _x4 = _n(2, 3, 7, 6)
 _conv = ((1, 2), (1, 0), (1, 1))
+_NONE = np.asarray(0.0)  # a 0-d bias / keep mask means none
 # method name -> argument lists (arrays are float64 / int64; the rest pass through)
 CASES: dict[str, list[tuple[Any, ...]]] = {
     "relu": [(_n(3, 4),)],
@@ -93,7 +94,7 @@ CASES: dict[str, list[tuple[Any, ...]]] = {
             0.3,
             True,
         ),
-        (_n(2, 2, 4, 8), _n(2, 2, 5, 8), _n(2, 2, 5, 8), np.asarray(0.0), _keep, 0.5, False),
+        (_n(2, 2, 4, 8), _n(2, 2, 5, 8), _n(2, 2, 5, 8), _NONE, _keep, 0.5, False),
     ],
     "attention_backward": [
         (
