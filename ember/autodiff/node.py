@@ -29,6 +29,7 @@ class Node:
     """
 
     __slots__ = (
+        "__weakref__",  # lets tests (and tools) observe node lifetime without keeping it alive
         "attrs",
         "b",
         "balanced",
