@@ -4,7 +4,9 @@ Autodiff is chosen at run time: a device carries a default context, each tensor 
 ``loss.backward()`` returns a :class:`Gradients` container. See the README for a tour.
 """
 
+from . import data as data
 from . import ops as _ops  # noqa: F401  (registers every op row)
+from . import train as train
 from .autodiff.gradients import Gradients as Gradients
 from .checkpoint.strategy import GradientCheckpointingStrategy as GradientCheckpointingStrategy
 from .dtype import DType as DType

@@ -1,0 +1,410 @@
+"""``Learner``: fits a model with metrics, a live display, records, resume and early stopping."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..backend.registry import loaded_backends
+from ..checkpoint.strategy import GradientCheckpointingStrategy
+from ..errors import EmberError
+from ..tensor.tensor import Tensor
+from .callbacks import Callback
+from .display import Display, make_display
+from .logging import MetricLog, plot_curves
+from .metrics import LearningRate, Metric, StepOutput, default_metrics
+
+StepResult = tuple[Tensor, Tensor | None, Tensor | None]
+LossFn = Callable[[Any, Sequence[Tensor]], StepResult]
+
+
+class Loader(Protocol):
+    """What ``fit`` iterates: ``DataLoader`` and ``RandomBlocks`` both qualify."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Sequence[Tensor]]: ...
+
+    def state_dict(self) -> dict[str, int]: ...
+
+    def load_state_dict(self, state: dict[str, int]) -> None: ...
+
+
+def classification_step(model: Any, batch: Sequence[Tensor]) -> StepResult:
+    """Default loss step: ``cross_entropy(model(x), y)``; logits (..., K) are flattened to (N, K).
+
+    Returns:
+        The scalar loss, logits (N, K) and targets (N,) for the metrics.
+    """
+    from ..nn import functional as F
+
+    x, y = batch[0], batch[-1]
+    logits = model(x)
+    if logits.ndim > 2:  # (B, T, K) -> (B * T, K) for language models
+        logits = logits.reshape((-1, logits.shape[-1]))
+        y = y.reshape((-1,))
+    return F.cross_entropy(logits, y), logits, y
+
+
+def _numpy(t: Tensor | None) -> np.ndarray | None:
+    return None if t is None else t.without_autodiff().to_numpy()
+
+
+def _rng_states() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for b in loaded_backends():
+        rng = getattr(b, "rng", None)
+        key = f"{type(b).__name__}:{getattr(b, 'where', '')}"
+        if hasattr(rng, "bit_generator"):
+            out[key] = {"numpy": rng.bit_generator.state}
+        elif hasattr(rng, "get_state"):
+            raw = bytes(rng.get_state().cpu().numpy().tobytes())
+            out[key] = {"torch": base64.b64encode(raw).decode("ascii")}
+    return out
+
+
+def _set_rng_states(states: dict[str, Any]) -> None:
+    for b in loaded_backends():
+        key = f"{type(b).__name__}:{getattr(b, 'where', '')}"
+        s = states.get(key)
+        if s is None:
+            continue
+        if "numpy" in s:
+            b.rng.bit_generator.state = s["numpy"]
+        elif "torch" in s:
+            import torch
+
+            raw = np.frombuffer(base64.b64decode(s["torch"]), dtype=np.uint8).copy()
+            b.rng.set_state(torch.from_numpy(raw))
+
+
+class Learner:
+    """Trains ``model`` with ``optimizer`` (``optim.step(lr, model, grads) -> model``).
+
+    Args:
+        model: An ``em.nn.Module`` whose parameters live on an autodiff device.
+        optimizer: An ``em.optim`` optimizer.
+        lr: A learning rate, or an iterator of rates (an ``em.optim.lr`` scheduler), advanced
+            once per optimizer step.
+        loss_fn: ``loss_fn(model, batch) -> (loss, logits, targets)``; default
+            ``classification_step``.
+        metrics: Metrics computed on train and validation data (default: loss, accuracy, top-5).
+        output_dir: Where records (``records/epoch-NNNN``), ``metrics.csv``/``.jsonl``, the final
+            ``model.safetensors`` and ``curves.png`` go; nothing is written when None.
+        keep_records: How many per-epoch records to keep (the oldest are deleted).
+        grad_accumulation: Micro-batches whose gradients are summed (each loss scaled by 1/n)
+            before one optimizer step.
+        checkpointing: True switches the model to gradient checkpointing (``Balanced``), False to
+            ``Disabled``, None keeps the model's strategy.
+        callbacks: ``Callback``s such as ``EarlyStopping``.
+        display: "auto", "tty", "plain", "none" or a ``Display``.
+
+    Example:
+        >>> learner = Learner(model, em.optim.Adam(), lr=1e-3, output_dir="runs/demo")
+        >>> history = learner.fit(train_loader, valid_loader, epochs=5)
+        >>> history[-1]["valid_accuracy"]
+        0.97...
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        optimizer: Any,
+        *,
+        lr: float | Iterator[float] = 1e-3,
+        loss_fn: LossFn | None = None,
+        metrics: Sequence[Metric] | None = None,
+        output_dir: str | Path | None = None,
+        keep_records: int = 3,
+        grad_accumulation: int = 1,
+        checkpointing: bool | None = None,
+        callbacks: Iterable[Callback] = (),
+        display: str | Display = "auto",
+    ) -> None:
+        if grad_accumulation < 1:
+            raise ValueError(f"Learner: expected grad_accumulation >= 1, got {grad_accumulation}.")
+        if keep_records < 1:
+            raise ValueError(f"Learner: expected keep_records >= 1, got {keep_records}.")
+        self.model = model
+        self.optimizer = optimizer
+        self._lr_const = float(lr) if isinstance(lr, (int, float)) else None
+        self._schedule: Iterator[float] | None = None if self._lr_const is not None else iter(lr)  # type: ignore[arg-type]
+        self.lr = self._lr_const if self._lr_const is not None else math.nan
+        self.loss_fn: LossFn = loss_fn or classification_step
+        self.metrics: list[Metric] = list(metrics) if metrics is not None else default_metrics()
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.keep_records = keep_records
+        self.grad_accumulation = grad_accumulation
+        self.checkpointing = checkpointing
+        self.callbacks = list(callbacks)
+        self.display: Display = make_display(display) if isinstance(display, str) else display
+        self.epoch = 0  # completed epochs
+        self.steps = 0  # optimizer steps taken
+        self.history: list[dict[str, float]] = []
+        self.stop_training = False
+        self._log = MetricLog(self.output_dir) if self.output_dir is not None else None
+
+    # ------------------------------------------------------------------ learning rate
+    def _next_lr(self) -> float:
+        if self._schedule is None:
+            assert self._lr_const is not None
+            return self._lr_const
+        try:
+            return float(next(self._schedule))
+        except StopIteration:
+            raise EmberError(
+                f"Learner: the learning-rate schedule ended after {self.steps} steps; give it at "
+                "least epochs * steps-per-epoch values."
+            ) from None
+
+    def _scheduler(self) -> Any:
+        from ..optim.lr import LrScheduler
+
+        return self._schedule if isinstance(self._schedule, LrScheduler) else None
+
+    # ------------------------------------------------------------------ strategy
+    def _apply_checkpointing(self) -> None:
+        if self.checkpointing is None:
+            return
+        params = list(self.model.parameters())
+        if not params:
+            return
+        want = (
+            GradientCheckpointingStrategy.Balanced
+            if self.checkpointing
+            else GradientCheckpointingStrategy.Disabled
+        )
+        value = params[0].val()
+        if value.gradient_checkpointing_strategy() == want:
+            return
+        device = value.device.without_autodiff().autodiff()
+        if self.checkpointing:
+            device = device.gradient_checkpointing()
+        self.model = self.model.fork(device)
+
+    # ------------------------------------------------------------------ one epoch
+    def _metric_values(self, prefix: str) -> dict[str, float]:
+        return {f"{prefix}_{m.name}": m.compute() for m in self.metrics}
+
+    def _train_epoch(self, train: Loader, epochs: int) -> dict[str, float]:
+        from ..optim import GradientsAccumulator, GradientsParams
+
+        self.model.train()
+        for m in self.metrics:
+            m.reset()
+        lr_metric = LearningRate()
+        needs_logits = any(m.needs_logits for m in self.metrics)
+        total = len(train)
+        self.display.start_phase("train", self.epoch + 1, epochs, total)
+        acc = GradientsAccumulator() if self.grad_accumulation > 1 else None
+        pending = 0
+        examples = 0
+        t0 = time.perf_counter()
+        done = 0
+        for batch in train:
+            loss, logits, targets = self.loss_fn(self.model, batch)
+            scaled = loss if acc is None else loss * (1.0 / self.grad_accumulation)
+            grads = GradientsParams.from_grads(scaled.backward(), self.model)
+            n = int(batch[0].shape[0])
+            examples += n
+            if acc is not None:
+                acc.accumulate(self.model, grads)
+                pending += 1
+            if acc is None or pending == self.grad_accumulation:
+                self._step(acc.grads() if acc is not None else grads)
+                pending = 0
+            out = StepOutput(
+                float(loss.item()),
+                n,
+                _numpy(logits) if needs_logits else None,
+                _numpy(targets) if needs_logits else None,
+                self.lr,
+            )
+            for m in self.metrics:
+                m.update(out)
+            lr_metric.update(out)
+            done += 1
+            self.display.step(done, {"loss": self.metrics[0].compute(), "lr": self.lr})
+        if acc is not None and pending:
+            self._step(acc.grads())
+        elapsed = time.perf_counter() - t0
+        row = self._metric_values("train")
+        row["lr"] = lr_metric.compute()
+        row["examples_per_s"] = examples / elapsed if elapsed > 0 else math.nan
+        row["time_s"] = elapsed
+        return row
+
+    def _step(self, grads: Any) -> None:
+        self.lr = self._next_lr()
+        self.model = self.optimizer.step(self.lr, self.model, grads)
+        self.steps += 1
+
+    def evaluate(self, data: Iterable[Sequence[Tensor]], *, prefix: str = "valid") -> dict[str, float]:
+        """Metrics of the model on ``data`` without gradients (the model is put in ``valid()``
+        mode and back in ``train()`` mode afterwards).
+
+        Returns:
+            ``{f"{prefix}_{metric}": value}``.
+        """
+        was_training = bool(getattr(self.model, "training", True))
+        self.model.valid()
+        for m in self.metrics:
+            m.reset()
+        needs_logits = any(m.needs_logits for m in self.metrics)
+        total = len(data) if hasattr(data, "__len__") else 0
+        self.display.start_phase(prefix, self.epoch + 1, self.epoch + 1, total)
+        try:
+            for k, batch in enumerate(data, 1):
+                loss, logits, targets = self.loss_fn(self.model, batch)
+                out = StepOutput(
+                    float(loss.item()),
+                    int(batch[0].shape[0]),
+                    _numpy(logits) if needs_logits else None,
+                    _numpy(targets) if needs_logits else None,
+                )
+                for m in self.metrics:
+                    m.update(out)
+                self.display.step(k, {"loss": self.metrics[0].compute()})
+        finally:
+            if was_training:
+                self.model.train()
+        return self._metric_values(prefix)
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        train: Loader,
+        valid: Iterable[Sequence[Tensor]] | None = None,
+        epochs: int = 1,
+        *,
+        resume: bool | str | Path = False,
+    ) -> list[dict[str, float]]:
+        """Train for ``epochs`` epochs (in total, counting epochs done before a resume).
+
+        After each epoch: validation metrics, a table row, callbacks, a record and the logs.
+
+        Args:
+            train: Training batches (a loader with ``state_dict``/``load_state_dict``).
+            valid: Validation batches, or None.
+            epochs: Total number of epochs.
+            resume: True resumes from the newest record in ``output_dir``; a path resumes from
+                that record directory. The resumed run reproduces the uninterrupted one.
+
+        Returns:
+            One row per epoch: ``epoch``, ``train_*`` and ``valid_*`` metrics, ``lr``,
+            ``examples_per_s``, ``time_s``.
+        """
+        self._apply_checkpointing()
+        if resume:
+            path = self.latest_record() if resume is True else Path(resume)
+            if path is None:
+                raise EmberError(
+                    f"fit: resume requested but {self.output_dir} has no records; "
+                    "train without --resume first."
+                )
+            self.load_record(path, train)
+        self.stop_training = False
+        for cb in self.callbacks:
+            cb.on_fit_start(self)
+        while self.epoch < epochs and not self.stop_training:
+            row: dict[str, float] = {"epoch": float(self.epoch + 1)}
+            row.update(self._train_epoch(train, epochs))
+            if valid is not None:
+                row.update(self.evaluate(valid))
+            self.epoch += 1
+            self.history.append(row)
+            self.display.end_epoch(row)
+            for cb in self.callbacks:
+                cb.on_epoch_end(self, row)
+            if self._log is not None:
+                self._log.append(row)
+            if self.output_dir is not None:
+                self.save_record(train)
+        for cb in self.callbacks:
+            cb.on_fit_end(self)
+        if self.output_dir is not None:
+            self.model.save(self.output_dir / "model.safetensors")
+            png = plot_curves(self.history, self.output_dir / "curves.png")
+            if png is None:
+                self.display.message(
+                    "curves.png skipped: matplotlib is not installed (pip install matplotlib); "
+                    "the curves are in metrics.csv"
+                )
+        return self.history
+
+    # ------------------------------------------------------------------ records
+    @property
+    def records_dir(self) -> Path:
+        if self.output_dir is None:
+            raise EmberError("Learner: records need an output_dir; pass output_dir=... .")
+        return self.output_dir / "records"
+
+    def latest_record(self) -> Path | None:
+        """The newest ``records/epoch-NNNN`` directory, or None."""
+        if self.output_dir is None or not self.records_dir.is_dir():
+            return None
+        found = sorted(p for p in self.records_dir.glob("epoch-*") if (p / "state.json").exists())
+        return found[-1] if found else None
+
+    def save_record(self, train: Loader | None = None) -> Path:
+        """Write model, optimizer, schedule position, RNG, loader and callback state.
+
+        Keeps the newest ``keep_records`` records; returns the new record's directory.
+        """
+        from ..record import save_training
+
+        path = self.records_dir / f"epoch-{self.epoch:04d}"
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_training(
+            tmp / "training.safetensors", self.model, self.optimizer, self._scheduler(), self.steps
+        )
+        state = {
+            "epoch": self.epoch,
+            "steps": self.steps,
+            "lr": self.lr,
+            "rng": _rng_states(),
+            "train_loader": train.state_dict() if train is not None else None,
+            "callbacks": [cb.state_dict() for cb in self.callbacks],
+            "history": self.history,
+        }
+        (tmp / "state.json").write_text(json.dumps(state))
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)
+        old = sorted(p for p in self.records_dir.glob("epoch-*") if not p.name.endswith(".tmp"))
+        for p in old[: -self.keep_records]:
+            shutil.rmtree(p, ignore_errors=True)
+        return path
+
+    def load_record(self, path: str | Path, train: Loader | None = None) -> None:
+        """Restore everything ``save_record`` wrote, so training continues exactly."""
+        from ..record import load_training
+
+        path = Path(path)
+        state = json.loads((path / "state.json").read_text())
+        sched = self._scheduler()
+        load_training(path / "training.safetensors", self.model, self.optimizer, sched)
+        self.epoch = int(state["epoch"])
+        self.steps = int(state["steps"])
+        if self._schedule is not None and sched is None:
+            for _ in range(self.steps):  # a fresh plain iterator, fast-forwarded to the step
+                self._next_lr()
+        self.lr = float(state["lr"])
+        _set_rng_states(state["rng"])
+        if train is not None and state.get("train_loader") is not None:
+            train.load_state_dict(state["train_loader"])
+        for cb, s in zip(self.callbacks, state["callbacks"]):
+            cb.load_state_dict(s)
+        self.history = [dict(r) for r in state["history"]]
+        if self._log is not None:
+            self._log.restore(self.history)
+
