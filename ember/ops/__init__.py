@@ -1,10 +1,13 @@
 """The op registry and its rows; importing this package registers every row."""
 
 from . import (  # noqa: F401
+    activations,
+    conv,
     elementwise,
     indexing,
     linalg,
     movement,
+    nn,
     reduce,
     rounding,
     shape,

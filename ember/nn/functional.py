@@ -1,0 +1,741 @@
+"""``em.nn.functional``: activations, convolution, pooling, normalisation, attention and losses.
+
+Functions take PyTorch's argument conventions (``torch.nn.functional``), check their arguments
+(rank, sizes, dtypes, ranges) and dispatch to one registry row each: the fused kernels of
+``ember/ops/nn.py``, ``conv.py`` and ``activations.py``. Tensors are immutable, so
+``batch_norm`` returns its updated running statistics instead of writing them in place. Losses
+live in ``ember.nn.losses`` and are re-exported here.
+
+Example:
+    >>> import ember as em
+    >>> from ember.nn import functional as F
+    >>> x = em.tensor([[1.0, -2.0, 3.0]])
+    >>> F.relu(x).tolist()
+    [[1.0, 0.0, 3.0]]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import DTypeError, ShapeError
+from ..ops import OPS
+from ..tensor import checks
+from ..tensor.creation import Distribution
+from ..tensor.dispatch import apply
+from ..tensor.tensor import Tensor
+from .losses import (
+    _float,
+    _index_range,
+    _tensor,
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
+
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "batch_norm",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "conv1d",
+    "conv2d",
+    "conv_transpose2d",
+    "cross_entropy",
+    "dropout",
+    "embedding",
+    "gelu",
+    "huber_loss",
+    "l1_loss",
+    "layer_norm",
+    "linear",
+    "log_softmax",
+    "max_pool2d",
+    "mse_loss",
+    "nll_loss",
+    "relu",
+    "rms_norm",
+    "scaled_dot_product_attention",
+    "sigmoid",
+    "silu",
+    "smooth_l1_loss",
+    "softmax",
+    "tanh",
+]
+
+Pair = tuple[int, int]
+IntOrPair = int | Sequence[int]
+_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+
+
+# ---------------------------------------------------------------- argument helpers
+def _same_dtype(op: str, x: Tensor, other: Tensor, what: str) -> None:
+    if other.dtype is not x.dtype:
+        raise DTypeError(
+            f"{op}: expected {what} of the input's dtype {x.dtype.name}, got "
+            f"{other.dtype.name}. Cast it with .cast(input.dtype)."
+        )
+
+
+def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:
+    vals = (v, v) if isinstance(v, int) else tuple(v)
+    if len(vals) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in vals):
+        raise ShapeError(f"{op}: expected {name} to be an int or a pair of ints, got {v!r}.")
+    if min(vals) < minimum:
+        raise ShapeError(f"{op}: expected {name} >= {minimum}, got {v!r}.")
+    return (int(vals[0]), int(vals[1]))
+
+
+def _rank(op: str, x: Tensor, ranks: Sequence[int], layout: str) -> None:
+    if x.ndim not in ranks:
+        want = " or ".join(str(r) for r in ranks)
+        raise ShapeError(
+            f"{op}: expected a {want}-D input {layout}, got shape {x.shape}. "
+            "Add a batch dim with .unsqueeze_dim(0) or reshape."
+        )
+
+
+def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
+    """A plain constant on ``like``'s hardware (joins the op as an untracked input)."""
+    return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+
+
+def _batched(x: Tensor, rank: int) -> tuple[Tensor, bool]:
+    """Add a batch dim to an unbatched input of rank ``rank - 1``."""
+    if x.ndim == rank - 1:
+        return x.unsqueeze_dim(0), True
+    return x, False
+
+
+def _spatial_out(op: str, size: Pair, kernel: Pair, stride: Pair, pad: Pair, dil: Pair) -> Pair:
+    out = []
+    for i in range(2):
+        span = dil[i] * (kernel[i] - 1) + 1
+        if span > size[i] + 2 * pad[i]:
+            raise ShapeError(
+                f"{op}: kernel (size {kernel}, dilation {dil}) spans {span} along spatial dim "
+                f"{i}, larger than the padded input ({size[i]} + 2*{pad[i]}). Use a smaller "
+                "kernel or more padding."
+            )
+        out.append((size[i] + 2 * pad[i] - span) // stride[i] + 1)
+    return (out[0], out[1])
+
+
+# ---------------------------------------------------------------- activations
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0) elementwise; the gradient is 1 where the output is positive, else 0.
+
+    Example:
+        >>> relu(em.tensor([-1.0, 2.0])).tolist()
+        [0.0, 2.0]
+    """
+    return apply(OPS["relu"], (_float("relu", x),), {})
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit: x Phi(x), or its tanh approximation (``approximate="tanh"``).
+
+    Example:
+        >>> round(gelu(em.tensor([1.0])).item(), 4)
+        0.8413
+    """
+    if approximate not in ("none", "tanh"):
+        raise ShapeError(f"gelu: expected approximate 'none' or 'tanh', got {approximate!r}.")
+    return apply(OPS["gelu"], (_float("gelu", x),), {"approximate": approximate})
+
+
+def silu(x: Tensor) -> Tensor:
+    """x * sigmoid(x) (also called swish)."""
+    return apply(OPS["silu"], (_float("silu", x),), {})
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)) elementwise."""
+    return apply(OPS["sigmoid"], (_float("sigmoid", x),), {})
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent elementwise (same as ``x.tanh()``)."""
+    return _float("tanh", x).tanh()
+
+
+def _softmax_like(op: str, x: Tensor, dim: int) -> Tensor:
+    x = _float(op, x)
+    if x.ndim == 0:
+        return _softmax_like(op, x.reshape((1,)), 0).reshape(())
+    return apply(OPS[op], (x,), {"dim": checks.dim(op, dim, x.ndim)})
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim``: one fused, numerically stable row.
+
+    Example:
+        >>> softmax(em.tensor([0.0, 0.0]), dim=0).tolist()
+        [0.5, 0.5]
+    """
+    return _softmax_like("softmax", x, dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """x - logsumexp(x) along ``dim``: one fused, numerically stable row."""
+    return _softmax_like("log_softmax", x, dim)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p).
+
+    The mask is a random tensor created before the multiply (``Tensor.random`` with
+    ``Distribution.bernoulli(1 - p)``), never drawn inside a forward, so gradient checkpointing
+    recomputes exactly. Returns ``x`` itself when not ``training`` or when ``p`` is 0.
+    """
+    x = _float("dropout", x)
+    if not 0.0 <= p <= 1.0:
+        raise ShapeError(f"dropout: expected a probability 0 <= p <= 1, got {p}.")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = Tensor.random(x.shape, Distribution.bernoulli(1.0 - p), device=x.device, dtype=x.dtype)
+    return x * (keep * (1.0 / (1.0 - p)))
+
+
+# ---------------------------------------------------------------- linear and embedding
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias.
+
+    Args:
+        x: Input of shape (*, in_features).
+        weight: Shape (out_features, in_features).
+        bias: Shape (out_features,), or None.
+
+    Returns:
+        Shape (*, out_features).
+    """
+    x = _float("linear", x)
+    weight = _float("linear", weight, "weight")
+    if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ShapeError(
+            f"linear: expected weight (out_features, in_features) with in_features = the "
+            f"input's last size, got input {x.shape} and weight {weight.shape}. The weight is "
+            "[out, in], as in PyTorch."
+        )
+    out = x @ weight.transpose()
+    if bias is not None:
+        bias = _float("linear", bias, "bias")
+        if bias.shape != (weight.shape[0],):
+            raise ShapeError(
+                f"linear: expected bias of shape ({weight.shape[0]},), got {bias.shape}."
+            )
+        out = out + bias
+    return out
+
+
+def embedding(indices: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` (num_embeddings, D) picked by int ``indices`` of any shape -> (*, D).
+
+    Example:
+        >>> w = em.tensor([[0.0, 1.0], [2.0, 3.0]])
+        >>> embedding(em.tensor([1, 1, 0]), w).tolist()
+        [[2.0, 3.0], [2.0, 3.0], [0.0, 1.0]]
+    """
+    indices = _tensor("embedding", indices, "indices")
+    weight = _float("embedding", weight, "weight")
+    if indices.dtype.is_float or indices.dtype.is_bool:
+        raise DTypeError(
+            f"embedding: expected int indices, got {indices.dtype.name}. Convert with .int()."
+        )
+    if weight.ndim != 2:
+        raise ShapeError(
+            f"embedding: expected a 2-D weight (num_embeddings, dim), got shape {weight.shape}."
+        )
+    _index_range("embedding", indices, weight.shape[0], None)
+    return apply(OPS["embedding"], (indices, weight), {})
+
+
+# ---------------------------------------------------------------- convolution
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair | str = 0,
+    dilation: IntOrPair = 1,
+    groups: int = 1,
+) -> Tensor:
+    """2-D cross-correlation, as ``torch.nn.functional.conv2d``.
+
+    Args:
+        x: Input (N, C, H, W), or (C, H, W) unbatched.
+        weight: (O, C / groups, kh, kw).
+        bias: (O,), or None.
+        stride, padding, dilation: An int or a pair; padding may also be "valid" or "same"
+            ("same" needs stride 1 and an even total padding dilation * (k - 1)).
+        groups: Input and output channels split into this many independent groups.
+
+    Returns:
+        (N, O, Ho, Wo) with Ho = (H + 2 padding - dilation (kh - 1) - 1) // stride + 1.
+    """
+    op = "conv2d"
+    x = _float(op, x)
+    weight = _float(op, weight, "weight")
+    _rank(op, x, (3, 4), "(N, C, H, W)")
+    x, unbatched = _batched(x, 4)
+    if weight.ndim != 4:
+        raise ShapeError(
+            f"conv2d: expected a 4-D weight (out_channels, in_channels / groups, kh, kw), got "
+            f"shape {weight.shape}."
+        )
+    _same_dtype(op, x, weight, "weight")
+    st = _pair(op, "stride", stride, 1)
+    dil = _pair(op, "dilation", dilation, 1)
+    kernel = (weight.shape[2], weight.shape[3])
+    pad = _conv_padding(op, padding, kernel, st, dil)
+    _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
+    _spatial_out(op, (x.shape[2], x.shape[3]), kernel, st, pad, dil)
+    b = _conv_bias(op, x, bias, weight.shape[0])
+    attrs = {"stride": st, "padding": pad, "dilation": dil, "groups": groups}
+    out = apply(OPS["conv2d"], (x, weight, b), attrs)
+    return out.squeeze_dim(0) if unbatched else out
+
+
+def _conv_padding(op: str, padding: Any, kernel: Pair, stride: Pair, dil: Pair) -> Pair:
+    if padding == "valid":
+        return (0, 0)
+    if padding == "same":
+        total = (dil[0] * (kernel[0] - 1), dil[1] * (kernel[1] - 1))
+        if stride != (1, 1) or total[0] % 2 or total[1] % 2:
+            raise ShapeError(
+                f"{op}: padding='same' needs stride 1 and an even dilation * (kernel - 1), got "
+                f"stride {stride}, kernel {kernel}, dilation {dil}. Pad explicitly instead."
+            )
+        return (total[0] // 2, total[1] // 2)
+    if isinstance(padding, str):
+        raise ShapeError(
+            f"{op}: expected padding 'valid', 'same', an int or a pair, got {padding!r}."
+        )
+    return _pair(op, "padding", padding, 0)
+
+
+def _check_groups(op: str, c_in: int, c_out: int, c_per_group: int, groups: int) -> None:
+    if not isinstance(groups, int) or groups < 1:
+        raise ShapeError(f"{op}: expected groups to be an int >= 1, got {groups!r}.")
+    if c_in != c_per_group * groups or c_out % groups:
+        raise ShapeError(
+            f"{op}: channels don't fit groups={groups}: input has {c_in} channels, weight "
+            f"expects {c_per_group} per group ({c_per_group * groups} in all) and has {c_out} "
+            "outputs (must divide by groups). Check the weight's in_channels / groups."
+        )
+
+
+def _conv_bias(op: str, x: Tensor, bias: Tensor | None, channels: int) -> Tensor:
+    if bias is None:
+        return _const(x, (channels,), 0.0)
+    bias = _float(op, bias, "bias")
+    if bias.shape != (channels,):
+        raise ShapeError(f"{op}: expected bias of shape ({channels},), got {bias.shape}.")
+    _same_dtype(op, x, bias, "bias")
+    return bias
+
+
+def conv1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int = 1,
+    padding: int | str = 0,
+    dilation: int = 1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D cross-correlation: x (N, C, L) or (C, L), weight (O, C / groups, k) -> (N, O, Lo).
+
+    Runs as ``conv2d`` on a height-1 image.
+    """
+    op = "conv1d"
+    x = _float(op, x)
+    weight = _float(op, weight, "weight")
+    _rank(op, x, (2, 3), "(N, C, L)")
+    if weight.ndim != 3:
+        raise ShapeError(
+            f"conv1d: expected a 3-D weight (out_channels, in_channels / groups, k), got shape "
+            f"{weight.shape}."
+        )
+    x, unbatched = _batched(x, 3)
+    st = _pair(op, "stride", stride, 1)[0]
+    dil = _pair(op, "dilation", dilation, 1)[0]
+    if isinstance(padding, str):
+        pad: Any = padding
+    else:
+        pad = (0, _pair(op, "padding", padding, 0)[0])
+    # (N, C, L) -> (N, C, 1, L)
+    out = conv2d(
+        x.unsqueeze_dim(2), weight.unsqueeze_dim(2), bias, (1, st), pad, (1, dil), groups
+    ).squeeze_dim(2)
+    return out.squeeze_dim(0) if unbatched else out
+
+
+def conv_transpose2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntOrPair = 1,
+    padding: IntOrPair = 0,
+    output_padding: IntOrPair = 0,
+    groups: int = 1,
+    dilation: IntOrPair = 1,
+) -> Tensor:
+    """Transposed 2-D convolution (the adjoint of ``conv2d``), as in PyTorch.
+
+    Args:
+        x: Input (N, C_in, H, W), or (C_in, H, W) unbatched.
+        weight: (C_in, C_out / groups, kh, kw).
+        bias: (C_out,), or None.
+        output_padding: Extra size added to one side of the output; smaller than stride or
+            dilation.
+
+    Returns:
+        (N, C_out, Ho, Wo) with
+        Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1.
+    """
+    op = "conv_transpose2d"
+    x = _float(op, x)
+    weight = _float(op, weight, "weight")
+    _rank(op, x, (3, 4), "(N, C, H, W)")
+    x, unbatched = _batched(x, 4)
+    if weight.ndim != 4:
+        raise ShapeError(
+            f"{op}: expected a 4-D weight (in_channels, out_channels / groups, kh, kw), got "
+            f"shape {weight.shape}."
+        )
+    _same_dtype(op, x, weight, "weight")
+    st = _pair(op, "stride", stride, 1)
+    pad = _pair(op, "padding", padding, 0)
+    opad = _pair(op, "output_padding", output_padding, 0)
+    dil = _pair(op, "dilation", dilation, 1)
+    if not isinstance(groups, int) or groups < 1 or weight.shape[0] % groups:
+        raise ShapeError(
+            f"{op}: expected groups >= 1 dividing the weight's {weight.shape[0]} input channels, "
+            f"got {groups!r}."
+        )
+    if x.shape[1] != weight.shape[0]:
+        raise ShapeError(
+            f"{op}: input has {x.shape[1]} channels but the weight expects {weight.shape[0]} "
+            "(its first dim is in_channels)."
+        )
+    for i in range(2):
+        if opad[i] >= max(st[i], dil[i]):
+            raise ShapeError(
+                f"{op}: output_padding {opad} must be smaller than stride {st} or dilation {dil}."
+            )
+        size = (x.shape[2 + i] - 1) * st[i] - 2 * pad[i] + dil[i] * (weight.shape[2 + i] - 1)
+        if size + opad[i] + 1 < 1:
+            raise ShapeError(
+                f"{op}: the output would be empty along spatial dim {i} (padding {pad} is too "
+                f"large for input {x.shape} and kernel {weight.shape[2:]})."
+            )
+    b = _conv_bias(op, x, bias, weight.shape[1] * groups)
+    attrs = {
+        "stride": st,
+        "padding": pad,
+        "output_padding": opad,
+        "groups": groups,
+        "dilation": dil,
+    }
+    out = apply(OPS["conv_transpose2d"], (x, weight, b), attrs)
+    return out.squeeze_dim(0) if unbatched else out
+
+
+# ---------------------------------------------------------------- pooling
+def _pool_args(
+    op: str, x: Tensor, kernel_size: IntOrPair, stride: IntOrPair | None, padding: IntOrPair
+) -> tuple[Tensor, bool, Pair, Pair, Pair]:
+    x = _float(op, x)
+    _rank(op, x, (3, 4), "(N, C, H, W)")
+    x, unbatched = _batched(x, 4)
+    k = _pair(op, "kernel_size", kernel_size, 1)
+    st = k if stride is None or stride == () else _pair(op, "stride", stride, 1)
+    pad = _pair(op, "padding", padding, 0)
+    if pad[0] > k[0] // 2 or pad[1] > k[1] // 2:
+        raise ShapeError(f"{op}: padding {pad} must be at most half the kernel size {k}.")
+    return x, unbatched, k, st, pad
+
+
+def max_pool2d(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+) -> Tensor:
+    """Maximum over each (kh, kw) window; stride defaults to the kernel size.
+
+    Args:
+        x: (N, C, H, W) or (C, H, W).
+        padding: Implicit -inf padding, at most half the kernel.
+
+    Returns:
+        (N, C, Ho, Wo). The gradient of each output goes to the first maximum of its window.
+    """
+    op = "max_pool2d"
+    x, unbatched, k, st, pad = _pool_args(op, x, kernel_size, stride, padding)
+    dil = _pair(op, "dilation", dilation, 1)
+    _spatial_out(op, (x.shape[2], x.shape[3]), k, st, pad, dil)
+    attrs = {"kernel_size": k, "stride": st, "padding": pad, "dilation": dil}
+    out = apply(OPS["max_pool2d"], (x,), attrs)
+    return out.squeeze_dim(0) if unbatched else out
+
+
+def avg_pool2d(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+) -> Tensor:
+    """Mean over each (kh, kw) window (zero padding counts, like PyTorch's default).
+
+    Args:
+        x: (N, C, H, W) or (C, H, W).
+
+    Returns:
+        (N, C, Ho, Wo).
+    """
+    op = "avg_pool2d"
+    x, unbatched, k, st, pad = _pool_args(op, x, kernel_size, stride, padding)
+    _spatial_out(op, (x.shape[2], x.shape[3]), k, st, pad, (1, 1))
+    out = apply(OPS["avg_pool2d"], (x,), {"kernel_size": k, "stride": st, "padding": pad})
+    return out.squeeze_dim(0) if unbatched else out
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    """Average over bins that split H and W into ``output_size`` parts (bins may overlap).
+
+    Output row i averages input rows [floor(i H / Ho), ceil((i + 1) H / Ho)); ``None`` in
+    ``output_size`` keeps that input size. x: (N, C, H, W) or (C, H, W) -> (N, C, Ho, Wo).
+    """
+    op = "adaptive_avg_pool2d"
+    x = _float(op, x)
+    _rank(op, x, (3, 4), "(N, C, H, W)")
+    x, unbatched = _batched(x, 4)
+    sizes = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != 2:
+        raise ShapeError(f"{op}: expected output_size to be an int or a pair, got {output_size!r}.")
+    filled = tuple(x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
+    out_size = _pair(op, "output_size", filled, 1)
+    if x.shape[2] == 0 or x.shape[3] == 0:
+        raise ShapeError(f"{op}: expected non-empty spatial dims, got input {x.shape}.")
+    out = apply(OPS["adaptive_avg_pool2d"], (x,), {"output_size": out_size})
+    return out.squeeze_dim(0) if unbatched else out
+
+
+# ---------------------------------------------------------------- normalisation
+def _norm_shape(op: str, x: Tensor, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k :]) != shape:
+        raise ShapeError(
+            f"{op}: expected the input's trailing dims to equal normalized_shape {shape}, got "
+            f"input {x.shape}."
+        )
+    return shape
+
+
+def _affine(
+    op: str, x: Tensor, p: Tensor | None, shape: tuple[int, ...], what: str, fill: float
+) -> Tensor:
+    if p is None:
+        return _const(x, shape, fill)
+    p = _float(op, p, what)
+    if p.shape != shape:
+        raise ShapeError(f"{op}: expected {what} of shape {shape}, got {p.shape}.")
+    _same_dtype(op, x, p, what)
+    return p
+
+
+def layer_norm(
+    x: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` dims, then scale and shift.
+
+    (x - mean) / sqrt(var + eps) * weight + bias with the biased variance; one fused row.
+
+    Args:
+        x: (*, *normalized_shape).
+        weight, bias: Of shape ``normalized_shape``, or None (ones / zeros).
+    """
+    op = "layer_norm"
+    x = _float(op, x)
+    shape = _norm_shape(op, x, normalized_shape)
+    w = _affine(op, x, weight, shape, "weight", 1.0)
+    b = _affine(op, x, bias, shape, "bias", 0.0)
+    attrs = {"normalized_ndim": len(shape), "eps": float(eps)}
+    return apply(OPS["layer_norm"], (x, w, b), attrs)
+
+
+def rms_norm(
+    x: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape`` dims.
+
+    ``eps`` defaults to the machine epsilon of x's dtype, as in PyTorch.
+    """
+    op = "rms_norm"
+    x = _float(op, x)
+    shape = _norm_shape(op, x, normalized_shape)
+    w = _affine(op, x, weight, shape, "weight", 1.0)
+    e = _EPS[x.dtype.name] if eps is None else float(eps)
+    return apply(OPS["rms_norm"], (x, w), {"normalized_ndim": len(shape), "eps": e})
+
+
+def batch_norm(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """Batch normalisation over every dim but the channel dim 1, PyTorch's functional form.
+
+    Tensors are immutable, so the running statistics are returned, not updated in place.
+
+    Args:
+        x: (N, C) or (N, C, *).
+        running_mean, running_var: (C,) statistics, or None (then ``training`` must be True).
+        training: Normalise with the batch's statistics (biased variance) and return the running
+            statistics moved by ``momentum`` towards them (unbiased variance, as in PyTorch).
+            When False, normalise with the running statistics and return them unchanged.
+
+    Returns:
+        (output of x's shape, new running_mean, new running_var); the statistics are ``None``
+        when none were given, and never carry gradients.
+    """
+    op = "batch_norm"
+    x = _float(op, x)
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm: expected an input (N, C, *) of rank >= 2, got {x.shape}.")
+    c = x.shape[1]
+    stats = []
+    for name, s in (("running_mean", running_mean), ("running_var", running_var)):
+        if s is not None:
+            s = _float(op, s, name)
+            if s.shape != (c,):
+                raise ShapeError(f"batch_norm: expected {name} of shape ({c},), got {s.shape}.")
+        stats.append(s)
+    rm, rv = stats
+    w = _affine(op, x, weight, (c,), "weight", 1.0)
+    b = _affine(op, x, bias, (c,), "bias", 0.0)
+    if not training:
+        if rm is None or rv is None:
+            raise ShapeError(
+                "batch_norm: expected running_mean and running_var when training=False, got "
+                "None. Pass training=True to normalise with the batch's statistics."
+            )
+        bshape = (1, c) + (1,) * (x.ndim - 2)
+        rm_c, rv_c = rm.without_autodiff().detach(), rv.without_autodiff().detach()
+        scale = w * (rv_c + eps).sqrt().recip()
+        shift = b - rm_c * scale
+        return x * scale.reshape(bshape) + shift.reshape(bshape), rm, rv
+    n = x.numel() // max(c, 1)
+    if n <= 1:
+        raise ShapeError(
+            f"batch_norm: expected more than 1 value per channel when training, got input "
+            f"{x.shape}. Use a larger batch or training=False."
+        )
+    out = apply(OPS["batch_norm"], (x, w, b), {"eps": float(eps)})
+    if rm is None and rv is None:
+        return out, None, None
+    # batch statistics as plain constants: the running averages carry no gradient
+    flat = x.without_autodiff().swap_dims(0, 1).reshape((c, -1))
+    mean = flat.mean_dim(1)
+    var = ((flat - mean) * (flat - mean)).sum_dim(1) / (n - 1)
+    new_rm = None if rm is None else rm * (1 - momentum) + mean.reshape((c,)) * momentum
+    new_rv = None if rv is None else rv * (1 - momentum) + var.reshape((c,)) * momentum
+    return out, new_rm, new_rv
+
+
+# ---------------------------------------------------------------- attention
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """softmax(q k^T * scale + mask) v, one fused row (PyTorch's argument conventions).
+
+    Args:
+        q: (*, L, E) queries; k: (*, S, E) keys; v: (*, S, Ev) values. Batch dims broadcast.
+        attn_mask: Broadcastable to (*, L, S): a bool mask (True = may attend) or an additive
+            float mask.
+        dropout_p: Drop attention weights with this probability; the mask is a kept random
+            tensor drawn before the row runs (pass 0 when evaluating).
+        is_causal: Query i attends to keys j <= i (top-left aligned); excludes ``attn_mask``.
+        scale: Defaults to 1 / sqrt(E).
+
+    Returns:
+        (*, L, Ev). A query row whose keys are all masked out gives NaN, as in PyTorch's math path.
+    """
+    op = "scaled_dot_product_attention"
+    q = _float(op, q, "q")
+    k = _float(op, k, "k")
+    v = _float(op, v, "v")
+    for name, t in (("k", k), ("v", v)):
+        _same_dtype(op, q, t, name)
+    if min(q.ndim, k.ndim, v.ndim) < 2:
+        raise ShapeError(
+            f"{op}: expected q, k, v of rank >= 2 (*, L, E), got {q.shape}, {k.shape}, {v.shape}."
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ShapeError(
+            f"{op}: expected q (*, L, E), k (*, S, E), v (*, S, Ev), got {q.shape}, {k.shape}, "
+            f"{v.shape}: the embedding sizes of q and k and the lengths of k and v must match."
+        )
+    batch = checks.broadcast_shapes(op, q.shape[:-2], k.shape[:-2])
+    batch = checks.broadcast_shapes(op, batch, v.shape[:-2])
+    score_shape = (*batch, q.shape[-2], k.shape[-2])
+    if is_causal and attn_mask is not None:
+        raise ShapeError(f"{op}: pass either attn_mask or is_causal=True, not both.")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ShapeError(f"{op}: expected 0 <= dropout_p < 1, got {dropout_p}.")
+    none = _const(q, (), 0.0)
+    bias = none
+    if attn_mask is not None:
+        attn_mask = _tensor(op, attn_mask, "attn_mask")
+        checks.broadcast_shapes(op, score_shape, attn_mask.shape)
+        if attn_mask.dtype.is_bool:
+            bias = _const(q, attn_mask.shape, 0.0).mask_fill(~attn_mask, float("-inf"))
+        elif attn_mask.dtype.is_float:
+            bias = attn_mask if attn_mask.dtype is q.dtype else attn_mask.cast(q.dtype)
+        else:
+            raise DTypeError(
+                f"{op}: expected a bool or float attn_mask, got {attn_mask.dtype.name}."
+            )
+        if bias.ndim == 0:  # a 0-d mask means "none" to the row: give it a (1, 1) shape
+            bias = bias.reshape((1, 1))
+    keep = none
+    if dropout_p > 0.0:
+        keep = Tensor.random(
+            score_shape, Distribution.bernoulli(1.0 - dropout_p), device=q.device, dtype=q.dtype
+        ) * (1.0 / (1.0 - dropout_p))
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    return apply(
+        OPS["attention"], (q, k, v, bias, keep), {"scale": s, "is_causal": bool(is_causal)}
+    )

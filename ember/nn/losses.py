@@ -1,0 +1,315 @@
+"""Loss functions of ``em.nn.functional`` (PyTorch's argument conventions).
+
+Cross-entropy, NLL and the binary cross-entropies are fused registry rows (``ember/ops/nn.py``)
+giving per-element or per-row losses; the reduction ("mean", "sum" or "none") is applied here.
+Class-index targets are checked to lie in [0, C) (or equal ``ignore_index``) before any kernel
+runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError
+from ..ops import OPS
+from ..tensor import checks
+from ..tensor.dispatch import apply
+from ..tensor.tensor import Tensor
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+# ---------------------------------------------------------------- shared argument checks
+def _tensor(op: str, x: Any, what: str = "input") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise DTypeError(
+            f"{op}: expected {what} to be an em.Tensor, got {type(x).__name__}. "
+            "Wrap data with em.tensor(...)."
+        )
+    return x
+
+
+def _float(op: str, x: Any, what: str = "input") -> Tensor:
+    t = _tensor(op, x, what)
+    if not t.dtype.is_float:
+        raise DTypeError(
+            f"{op}: expected {what} to be a float tensor, got {t.dtype.name}. "
+            "Convert it with .float()."
+        )
+    return t
+
+
+def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> np.ndarray:
+    """Check int ``indices`` lie in [0, n) (``ignore_index`` allowed); returns them in NumPy."""
+    a = indices.to_numpy()
+    bad = (a < 0) | (a >= n)
+    if ignore_index is not None:
+        bad &= a != ignore_index
+    if bad.any():
+        v = int(a[bad].reshape(-1)[0])
+        extra = f" (or ignore_index={ignore_index})" if ignore_index is not None else ""
+        raise ShapeError(
+            f"{op}: index {v} is out of range; expected values in [0, {n}){extra}. "
+            "Check the labels or the number of classes / embeddings."
+        )
+    return a
+
+
+def _reduction(op: str, reduction: str) -> str:
+    if reduction not in _REDUCTIONS:
+        raise ShapeError(f"{op}: expected reduction 'mean', 'sum' or 'none', got {reduction!r}.")
+    return reduction
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _like(op: str, x: Tensor, target: Any) -> Tensor:
+    """``target`` as a float tensor of ``x``'s dtype, broadcastable to ``x``."""
+    t = _tensor(op, target, "target")
+    if not t.dtype.is_float:
+        t = t.cast(x.dtype)
+    elif t.dtype is not x.dtype:
+        t = t.cast(x.dtype)
+    checks.broadcast_shapes(op, x.shape, t.shape)
+    return t
+
+
+def _same_shape(op: str, x: Tensor, t: Tensor) -> None:
+    if t.shape != x.shape:
+        raise ShapeError(f"{op}: expected a target of the input's shape {x.shape}, got {t.shape}.")
+
+
+# ---------------------------------------------------------------- class-index losses
+def _rows(op: str, x: Tensor, target: Tensor, soft: bool) -> tuple[Tensor, Tensor, tuple[int, ...]]:
+    """Flatten (N, C, d1, ...) scores to (R, C) rows (class dim last) and the target to match.
+
+    Returns the rows, the flattened target, and the per-row output shape (N, d1, ...).
+    """
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: expected input (C,), (N, C) or (N, C, d1, ...), got a 0-d tensor.")
+    if x.ndim == 1:
+        return x.unsqueeze_dim(0), target.unsqueeze_dim(0), ()
+    c = x.shape[1]
+    want = x.shape if soft else (x.shape[0], *x.shape[2:])
+    if target.shape != want:
+        kind = "class probabilities" if soft else "class indices"
+        raise ShapeError(
+            f"{op}: expected {kind} of shape {want} for input {x.shape}, got target {target.shape}."
+        )
+    out_shape = (x.shape[0], *x.shape[2:])
+    if x.ndim == 2:
+        return x, target, out_shape
+    # (N, C, d1, ...) -> (N, d1, ..., C) -> (R, C)
+    dims = (0, *range(2, x.ndim), 1)
+    rows = x.permute(dims).reshape((-1, c))
+    t = target.permute(dims).reshape((-1, c)) if soft else target.reshape((-1,))
+    return rows, t, out_shape
+
+
+def _class_target(op: str, x: Tensor, target: Tensor) -> None:
+    if target.dtype.is_bool:
+        raise DTypeError(
+            f"{op}: expected int class indices, got a bool target. Convert with .int()."
+        )
+    if target.dtype.is_float:
+        raise DTypeError(
+            f"{op}: expected int class indices, got a {target.dtype.name} target of shape "
+            f"{target.shape} (input {x.shape}). Convert labels with .int(); float targets are "
+            "only accepted as class probabilities of the input's shape (cross_entropy)."
+        )
+
+
+def _index_loss(
+    op: str,
+    row: str,
+    x: Tensor,
+    target: Tensor,
+    ignore_index: int,
+    reduction: str,
+    attrs: dict[str, Any],
+) -> Tensor:
+    rows, t, out_shape = _rows(op, x, target, soft=False)
+    c = rows.shape[1]
+    a = _index_range(op, t, c, ignore_index)
+    loss = apply(OPS[row], (rows, t), {"ignore_index": int(ignore_index), **attrs})
+    if reduction == "none":
+        return loss.reshape(out_shape)
+    total = loss.sum()
+    if reduction == "sum":
+        return total
+    # the mean runs over the rows that are not ignored (NaN when every row is)
+    valid = int((a != ignore_index).sum())
+    return total / valid if valid else total * float("nan")
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross-entropy of unnormalised scores against class indices or class probabilities.
+
+    One fused row (log-softmax, pick, smoothing; backward softmax - target).
+
+    Args:
+        input: Scores (N, C), (C,) or (N, C, d1, ...).
+        target: int class indices (N,), () or (N, d1, ...) with values in [0, C) or equal to
+            ``ignore_index``; or float class probabilities of the input's shape.
+        ignore_index: Rows with this label add nothing and are left out of the mean.
+        reduction: "mean", "sum" or "none" (then shape (N,) or (N, d1, ...)).
+        label_smoothing: Mix the target with the uniform distribution: (1 - eps) t + eps / C.
+
+    Example:
+        >>> round(cross_entropy(em.zeros((2, 3)), em.tensor([0, 2])).item(), 4)
+        1.0986
+    """
+    op = "cross_entropy"
+    x = _float(op, input)
+    target = _tensor(op, target, "target")
+    _reduction(op, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ShapeError(f"{op}: expected 0 <= label_smoothing <= 1, got {label_smoothing}.")
+    if target.dtype.is_float and target.shape == x.shape:
+        t = target if target.dtype is x.dtype else target.cast(x.dtype)
+        rows, tr, out_shape = _rows(op, x, t, soft=True)
+        loss = apply(OPS["cross_entropy_soft"], (rows, tr), {"label_smoothing": label_smoothing})
+        return _reduce(loss.reshape(out_shape), reduction)
+    _class_target(op, x, target)
+    attrs = {"label_smoothing": float(label_smoothing)}
+    return _index_loss(op, "cross_entropy", x, target, ignore_index, reduction, attrs)
+
+
+def nll_loss(
+    input: Tensor, target: Tensor, *, ignore_index: int = -100, reduction: str = "mean"
+) -> Tensor:
+    """Negative log-likelihood: -input[i, target[i]] from log-probabilities (N, C) or
+    (N, C, d1, ...) and int class indices (N,) or (N, d1, ...)."""
+    op = "nll_loss"
+    x = _float(op, input)
+    target = _tensor(op, target, "target")
+    _reduction(op, reduction)
+    _class_target(op, x, target)
+    return _index_loss(op, "nll_loss", x, target, ignore_index, reduction, {})
+
+
+# ---------------------------------------------------------------- regression losses
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error (input - target)^2, reduced."""
+    op = "mse_loss"
+    x = _float(op, input)
+    _reduction(op, reduction)
+    d = x - _like(op, x, target)
+    return _reduce(d * d, reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean absolute error |input - target|, reduced."""
+    op = "l1_loss"
+    x = _float(op, input)
+    _reduction(op, reduction)
+    return _reduce((x - _like(op, x, target)).abs(), reduction)
+
+
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta, with d = input - target."""
+    op = "smooth_l1_loss"
+    x = _float(op, input)
+    _reduction(op, reduction)
+    if beta < 0:
+        raise ShapeError(f"{op}: expected beta >= 0, got {beta}.")
+    d = x - _like(op, x, target)
+    ad = d.abs()
+    if beta == 0:
+        return _reduce(ad, reduction)
+    quad = d * d * (0.5 / beta)
+    return _reduce((ad - 0.5 * beta).mask_where(ad < beta, quad), reduction)
+
+
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
+) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); = delta * smooth_l1(beta=delta)."""
+    op = "huber_loss"
+    x = _float(op, input)
+    _reduction(op, reduction)
+    if delta <= 0:
+        raise ShapeError(f"{op}: expected delta > 0, got {delta}.")
+    d = x - _like(op, x, target)
+    ad = d.abs()
+    lin = (ad - 0.5 * delta) * delta
+    return _reduce(lin.mask_where(ad < delta, d * d * 0.5), reduction)
+
+
+# ---------------------------------------------------------------- binary cross-entropy
+def _weighted(loss: Tensor, weight: Tensor | None, op: str) -> Tensor:
+    if weight is None:
+        return loss
+    w = _like(op, loss, weight)
+    return loss * w
+
+
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
+) -> Tensor:
+    """-w (t log p + (1 - t) log(1 - p)) for probabilities p in [0, 1]; logs clamped at -100.
+
+    Args:
+        input: Probabilities p, any shape.
+        target: Same shape, values in [0, 1].
+        weight: Broadcastable rescaling weight, or None.
+    """
+    op = "binary_cross_entropy"
+    p = _float(op, input)
+    _reduction(op, reduction)
+    t = _like(op, p, target)
+    _same_shape(op, p, t)
+    a = p.to_numpy()
+    if a.size and not (float(np.min(a)) >= 0.0 and float(np.max(a)) <= 1.0):
+        raise ShapeError(
+            f"{op}: expected input probabilities in [0, 1], got values in "
+            f"[{float(np.min(a)):.4g}, {float(np.max(a)):.4g}]. Apply sigmoid first, or use "
+            "binary_cross_entropy_with_logits."
+        )
+    loss = apply(OPS["binary_cross_entropy"], (p, t), {})
+    return _reduce(_weighted(loss, weight, op), reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """Binary cross-entropy of sigmoid(input), computed stably from the logits in one row.
+
+    Args:
+        input: Logits x, any shape.
+        target: Same shape, values in [0, 1].
+        weight: Broadcastable rescaling weight, or None.
+        pos_weight: Weight of the positive class, broadcastable to the input (e.g. (C,)).
+    """
+    op = "binary_cross_entropy_with_logits"
+    x = _float(op, input)
+    _reduction(op, reduction)
+    t = _like(op, x, target)
+    _same_shape(op, x, t)
+    if pos_weight is None:
+        pw = Tensor.full((), 1.0, device=x.device.without_autodiff(), dtype=x.dtype)
+    else:
+        pw = _like(op, x, pos_weight)
+    loss = apply(OPS["binary_cross_entropy_with_logits"], (x, t, pw), {})
+    return _reduce(_weighted(loss, weight, op), reduction)

@@ -1,0 +1,293 @@
+"""Fused neural-network rows: softmax, log-softmax, normalisation, losses, attention, embedding.
+
+Each is one row with one saved activation set, not a chain of primitives, so its backward is one
+kernel call. All are compute-bound (their outputs are kept under ``Balanced``) except the
+elementwise binary cross-entropy rows, which are memory-bound. Inputs that get no gradient (class
+indices, embedding indices) are plain int arrays; every float input gets its gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import Cost, Domain, Grads, Saves, defop
+
+CB = Cost.COMPUTE_BOUND
+MB = Cost.MEMORY_BOUND
+F = Domain.FLOAT
+Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
+
+
+def _need(ctx: Any, i: int) -> bool:
+    return ctx.parents[i] is not None
+
+
+# ---------------------------------------------------------------- softmax family
+def _softmax_examples(rng: Any) -> Examples:
+    return [
+        ((rng.normal(size=(3, 5)),), {"dim": 1}),
+        ((rng.normal(size=(2, 3, 4)) * 3,), {"dim": 0}),
+        ((rng.normal(size=(2, 1, 4)),), {"dim": 2}),
+    ]
+
+
+@defop("softmax", arity=1, cost=CB, saves=Saves.OUTPUT, dtypes=F, examples=_softmax_examples)
+def softmax_backward(ctx: Any, grad: Any) -> Grads:
+    # d softmax: y * (g - sum(g * y, dim))
+    return (ctx.b.softmax_backward(grad, ctx.output, ctx.attrs["dim"]),)
+
+
+@defop("log_softmax", arity=1, cost=CB, saves=Saves.OUTPUT, dtypes=F, examples=_softmax_examples)
+def log_softmax_backward(ctx: Any, grad: Any) -> Grads:
+    # d log_softmax: g - exp(y) * sum(g, dim)
+    return (ctx.b.log_softmax_backward(grad, ctx.output, ctx.attrs["dim"]),)
+
+
+# ---------------------------------------------------------------- normalisation
+def _layer_norm_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(3, 5)), n(size=(5,)), n(size=(5,))), {"normalized_ndim": 1, "eps": 1e-5}),
+        ((n(size=(2, 3, 4)), n(size=(3, 4)), n(size=(3, 4))), {"normalized_ndim": 2, "eps": 1e-3}),
+    ]
+
+
+@defop(
+    "layer_norm",
+    arity=3,
+    cost=CB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_layer_norm_examples,
+)
+def layer_norm_backward(ctx: Any, grad: Any) -> Grads:
+    x, w, _ = ctx.inputs
+    a = ctx.attrs
+    # statistics are recomputed from x: one reduction pass, no second saved set
+    gx, gw, gb = ctx.b.layer_norm_backward(grad, x, w, a["normalized_ndim"], a["eps"])
+    return (gx if _need(ctx, 0) else None), (gw if _need(ctx, 1) else None), gb
+
+
+def _rms_norm_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(3, 5)), n(size=(5,))), {"normalized_ndim": 1, "eps": 1e-6}),
+        ((n(size=(2, 3, 4)), n(size=(3, 4))), {"normalized_ndim": 2, "eps": 1e-3}),
+    ]
+
+
+@defop("rms_norm", arity=2, cost=CB, saves=Saves.INPUTS, dtypes=F, examples=_rms_norm_examples)
+def rms_norm_backward(ctx: Any, grad: Any) -> Grads:
+    x, w = ctx.inputs
+    a = ctx.attrs
+    gx, gw = ctx.b.rms_norm_backward(grad, x, w, a["normalized_ndim"], a["eps"])
+    return (gx if _need(ctx, 0) else None), (gw if _need(ctx, 1) else None)
+
+
+def _batch_norm_examples(rng: Any) -> Examples:
+    n = rng.normal
+    return [
+        ((n(size=(4, 3)), n(size=(3,)), n(size=(3,))), {"eps": 1e-5}),
+        ((n(size=(2, 3, 4, 5)), n(size=(3,)), n(size=(3,))), {"eps": 1e-3}),
+    ]
+
+
+@defop(
+    "batch_norm",
+    arity=3,
+    cost=CB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_batch_norm_examples,
+)
+def batch_norm_backward(ctx: Any, grad: Any) -> Grads:
+    # training form: statistics over every dim but 1 depend on x, so they are differentiated too
+    x, w, _ = ctx.inputs
+    gx, gw, gb = ctx.b.batch_norm_backward(grad, x, w, ctx.attrs["eps"])
+    return (gx if _need(ctx, 0) else None), (gw if _need(ctx, 1) else None), gb
+
+
+# ---------------------------------------------------------------- losses
+def _xent_examples(rng: Any) -> Examples:
+    x = rng.normal(size=(6, 5)) * 2
+    y = rng.integers(0, 5, size=(6,))
+    y2 = y.copy()
+    y2[[1, 4]] = 3
+    return [
+        ((x, y), {"ignore_index": -100, "label_smoothing": 0.0}),
+        ((x, y2), {"ignore_index": 3, "label_smoothing": 0.0}),
+        (
+            (rng.normal(size=(4, 3)), rng.integers(0, 3, size=(4,))),
+            {"ignore_index": -100, "label_smoothing": 0.2},
+        ),
+    ]
+
+
+@defop("cross_entropy", arity=2, cost=CB, saves=Saves.INPUTS, examples=_xent_examples)
+def cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
+    logits, target = ctx.inputs
+    a = ctx.attrs
+    # g * (softmax(x) - smoothed one-hot); the softmax is recomputed from the saved logits
+    gx = ctx.b.cross_entropy_backward(grad, logits, target, a["ignore_index"], a["label_smoothing"])
+    return gx, None
+
+
+def _xent_soft_examples(rng: Any) -> Examples:
+    p = rng.uniform(0.1, 1.0, size=(4, 5))
+    return [
+        ((rng.normal(size=(4, 5)), p / p.sum(axis=1, keepdims=True)), {"label_smoothing": 0.0}),
+        ((rng.normal(size=(3, 2)), rng.uniform(0.0, 1.0, size=(3, 2))), {"label_smoothing": 0.1}),
+    ]
+
+
+@defop(
+    "cross_entropy_soft",
+    arity=2,
+    cost=CB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_xent_soft_examples,
+)
+def cross_entropy_soft_backward(ctx: Any, grad: Any) -> Grads:
+    logits, probs = ctx.inputs
+    # d/dx = sum(t) softmax(x) - t;  d/dt = -(1 - eps) log_softmax(x)
+    gx, gt = ctx.b.cross_entropy_soft_backward(grad, logits, probs, ctx.attrs["label_smoothing"])
+    return (gx if _need(ctx, 0) else None), (gt if _need(ctx, 1) else None)
+
+
+def _nll_examples(rng: Any) -> Examples:
+    y = rng.integers(0, 4, size=(5,))
+    y[2] = 1
+    return [
+        ((rng.normal(size=(5, 4)), y), {"ignore_index": -100}),
+        ((rng.normal(size=(5, 4)), y), {"ignore_index": 1}),
+    ]
+
+
+@defop("nll_loss", arity=2, cost=CB, saves=Saves.INPUTS, examples=_nll_examples)
+def nll_loss_backward(ctx: Any, grad: Any) -> Grads:
+    _, target = ctx.inputs
+    # -g at each row's target class, 0 elsewhere and on ignored rows
+    num_classes = ctx.shapes[0][1]
+    return ctx.b.nll_loss_backward(grad, target, num_classes, ctx.attrs["ignore_index"]), None
+
+
+def _bce_examples(rng: Any) -> Examples:
+    return [
+        ((rng.uniform(0.05, 0.95, size=(3, 4)), rng.uniform(0.0, 1.0, size=(3, 4))), {}),
+        ((rng.uniform(0.05, 0.95, size=(5,)), rng.integers(0, 2, size=(5,)).astype(float)), {}),
+    ]
+
+
+@defop(
+    "binary_cross_entropy",
+    arity=2,
+    cost=MB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_bce_examples,
+)
+def binary_cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
+    p, t = ctx.inputs
+    # d/dp = (p - t) / (p (1 - p));  d/dt = log(1 - p) - log(p)
+    gp, gt = ctx.b.binary_cross_entropy_backward(grad, p, t)
+    return (gp if _need(ctx, 0) else None), (gt if _need(ctx, 1) else None)
+
+
+def _bce_logits_examples(rng: Any) -> Examples:
+    n, u = rng.normal, rng.uniform
+    return [
+        ((n(size=(3, 4)) * 2, u(0.0, 1.0, size=(3, 4)), u(0.5, 2.0, size=(4,))), {}),
+        ((n(size=(5,)), rng.integers(0, 2, size=(5,)).astype(float), u(0.5, 2.0, size=())), {}),
+    ]
+
+
+@defop(
+    "binary_cross_entropy_with_logits",
+    arity=3,
+    cost=MB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_bce_logits_examples,
+)
+def binary_cross_entropy_with_logits_backward(ctx: Any, grad: Any) -> Grads:
+    x, t, w = ctx.inputs
+    b = ctx.b
+    # loss = w t softplus(-x) + (1 - t) softplus(x), with w the positive-class weight
+    gx = gt = gw = None
+    if _need(ctx, 0):
+        wt = w * t
+        # d/dx = sigmoid(x) (w t + 1 - t) - w t
+        gx = grad * (b.sigmoid(x) * (wt + 1 - t) - wt)
+    if _need(ctx, 1):
+        gt = grad * (w * b.softplus(-x) - b.softplus(x))
+    if _need(ctx, 2):
+        gw = grad * t * b.softplus(-x)
+    return gx, gt, gw
+
+
+# ---------------------------------------------------------------- attention
+def _attention_examples(rng: Any) -> Examples:
+    n = rng.normal
+    none = n(size=())
+    keep = rng.integers(0, 2, size=(2, 3, 5)) * 2.0
+    return [
+        (
+            (n(size=(2, 3, 4)), n(size=(2, 5, 4)), n(size=(2, 5, 3)), none, none),
+            {"scale": 0.5, "is_causal": False},
+        ),
+        (
+            (n(size=(2, 3, 4)), n(size=(2, 5, 4)), n(size=(2, 5, 3)), n(size=(3, 5)), keep),
+            {"scale": 0.5, "is_causal": True},
+        ),
+        (
+            (
+                n(size=(1, 2, 4, 3)),
+                n(size=(1, 2, 4, 3)),
+                n(size=(1, 2, 4, 2)),
+                n(size=(4, 4)),
+                none,
+            ),
+            {"scale": 0.7, "is_causal": False},
+        ),
+    ]
+
+
+@defop(
+    "attention",
+    arity=5,
+    cost=CB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_attention_examples,
+)
+def attention_backward(ctx: Any, grad: Any) -> Grads:
+    q, k, v, bias, keep = ctx.inputs
+    a = ctx.attrs
+    # the attention weights are recomputed from q, k and the bias instead of being kept
+    gq, gk, gv, gbias, gkeep = ctx.b.attention_backward(
+        grad, q, k, v, bias, keep, a["scale"], a["is_causal"]
+    )
+    grads = (gq, gk, gv, gbias, gkeep)
+    return tuple(g if _need(ctx, i) else None for i, g in enumerate(grads))
+
+
+# ---------------------------------------------------------------- embedding
+def _embedding_examples(rng: Any) -> Examples:
+    return [
+        ((rng.integers(0, 6, size=(2, 3)), rng.normal(size=(6, 4))), {}),
+        ((_repeat_indices(rng), rng.normal(size=(3, 2))), {}),
+    ]
+
+
+def _repeat_indices(rng: Any) -> Any:
+    # repeated rows must sum their gradients
+    idx = rng.integers(0, 3, size=(7,))
+    idx[:3] = 1
+    return idx
+
+
+@defop("embedding", arity=2, cost=CB, saves=Saves.INPUTS, examples=_embedding_examples)
+def embedding_backward(ctx: Any, grad: Any) -> Grads:
+    indices, _ = ctx.inputs
+    return None, ctx.b.embedding_backward(grad, indices, ctx.shapes[1][0])
