@@ -5,7 +5,9 @@ Autodiff is chosen at run time: a device carries a default context, each tensor 
 """
 
 from . import data as data
+from . import nn as nn
 from . import ops as _ops  # noqa: F401  (registers every op row)
+from . import optim as optim
 from . import train as train
 from .autodiff.gradients import Gradients as Gradients
 from .checkpoint.strategy import GradientCheckpointingStrategy as GradientCheckpointingStrategy

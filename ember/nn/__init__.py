@@ -1,0 +1,40 @@
+"""Neural-network modules (``em.nn``): ``Module``, ``Param``, layers, initialisers, functional ops.
+
+Example:
+    >>> model = em.nn.Sequential(em.nn.Linear(4, 8), em.nn.ReLU(), em.nn.Linear(8, 2))
+    >>> model.num_params()
+    58
+"""
+
+from . import functional as functional
+from . import init as init
+from .layers import GELU as GELU
+from .layers import GRU as GRU
+from .layers import LSTM as LSTM
+from .layers import AdaptiveAvgPool2d as AdaptiveAvgPool2d
+from .layers import AvgPool2d as AvgPool2d
+from .layers import BatchNorm1d as BatchNorm1d
+from .layers import BatchNorm2d as BatchNorm2d
+from .layers import Conv1d as Conv1d
+from .layers import Conv2d as Conv2d
+from .layers import ConvTranspose2d as ConvTranspose2d
+from .layers import Dropout as Dropout
+from .layers import Embedding as Embedding
+from .layers import GroupNorm as GroupNorm
+from .layers import LayerNorm as LayerNorm
+from .layers import Linear as Linear
+from .layers import MaxPool2d as MaxPool2d
+from .layers import ModuleDict as ModuleDict
+from .layers import ModuleList as ModuleList
+from .layers import MultiHeadAttention as MultiHeadAttention
+from .layers import ReLU as ReLU
+from .layers import RmsNorm as RmsNorm
+from .layers import RotaryEncoding as RotaryEncoding
+from .layers import Sequential as Sequential
+from .layers import Sigmoid as Sigmoid
+from .layers import SiLU as SiLU
+from .layers import Tanh as Tanh
+from .layers import TransformerBlock as TransformerBlock
+from .module import Module as Module
+from .param import Param as Param
+from .param import ParamId as ParamId

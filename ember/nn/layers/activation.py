@@ -1,0 +1,71 @@
+"""Activation and dropout modules (thin wrappers over ``em.nn.functional``)."""
+
+from __future__ import annotations
+
+from ...errors import ShapeError
+from ...tensor.tensor import Tensor
+from .. import functional as F
+from ..module import Module
+
+
+class ReLU(Module):
+    """``max(x, 0)`` elementwise."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class GELU(Module):
+    """Gaussian error linear unit; ``approximate="tanh"`` for the tanh formula."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+
+class Sigmoid(Module):
+    """``1 / (1 + exp(-x))``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Tanh(Module):
+    """Hyperbolic tangent."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+class Dropout(Module):
+    """Zeroes elements with probability ``p`` and scales the rest by ``1 / (1 - p)``.
+
+    Active only while ``self.training`` is on (``valid()`` and ``freeze()`` turn it off).
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ShapeError(f"Dropout: expected 0 <= p < 1, got {p}.")
+        self.p = float(p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return F.dropout(x, self.p, True)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

@@ -1,0 +1,214 @@
+"""Normalisation layers: LayerNorm, RmsNorm, BatchNorm1d/2d, GroupNorm."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+
+from ...dtype import DType, float32, int64
+from ...errors import ShapeError
+from ...tensor.device import Device
+from ...tensor.tensor import Tensor
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..param import Param
+
+
+def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    return tuple(normalized_shape)
+
+
+class LayerNorm(Module):
+    """Normalises the trailing ``normalized_shape`` dims, then scales by ``weight`` (ones) and
+    shifts by ``bias`` (zeros).
+
+    Shapes: ``(*, *normalized_shape)`` unchanged.
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
+    ) -> None:
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), float(eps)
+        ns = self.normalized_shape
+        self.weight = (
+            Param(init.ones(ns, device=device, dtype=dtype)) if elementwise_affine else None
+        )
+        has_bias = elementwise_affine and bias
+        self.bias = Param(init.zeros(ns, device=device, dtype=dtype)) if has_bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        w = None if self.weight is None else self.weight.val()
+        b = None if self.bias is None else self.bias.val()
+        return F.layer_norm(x, self.normalized_shape, w, b, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RmsNorm(Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing ``normalized_shape`` dims.
+
+    ``eps=None`` uses the dtype's machine epsilon, as ``torch.nn.RMSNorm`` does.
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
+    ) -> None:
+        super().__init__()
+        self.normalized_shape = _shape(normalized_shape)
+        if eps is None:
+            np_dt = ml_dtypes.bfloat16 if dtype.name == "bfloat16" else np.dtype(dtype.name)
+            eps = float(ml_dtypes.finfo(np_dt).eps)
+        self.eps = float(eps)
+        ns = self.normalized_shape
+        self.weight = (
+            Param(init.ones(ns, device=device, dtype=dtype)) if elementwise_affine else None
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        w = None if self.weight is None else self.weight.val()
+        return F.rms_norm(x, self.normalized_shape, w, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class _BatchNorm(Module):
+    ranks: tuple[int, ...] = ()
+    running_mean: Tensor
+    running_var: Tensor
+    num_batches_tracked: Tensor
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
+    ) -> None:
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, float(eps), momentum
+        self.track_running_stats = track_running_stats
+        c = (num_features,)
+        self.weight = Param(init.ones(c, device=device, dtype=dtype)) if affine else None
+        self.bias = Param(init.zeros(c, device=device, dtype=dtype)) if affine else None
+        plain = None if device is None else device.without_autodiff()
+        if track_running_stats:
+            self.register_buffer("running_mean", init.zeros(c, device=plain, dtype=dtype))
+            self.register_buffer("running_var", init.ones(c, device=plain, dtype=dtype))
+            self.register_buffer("num_batches_tracked", Tensor.zeros((), device=plain, dtype=int64))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Batch statistics in training (updating the running ones), running ones otherwise."""
+        name = type(self).__name__
+        if x.ndim not in self.ranks or x.shape[1] != self.num_features:
+            raise ShapeError(
+                f"{name}: expected an input of rank {' or '.join(map(str, self.ranks))} with "
+                f"{self.num_features} channels in dim 1, got shape {x.shape}."
+            )
+        w = None if self.weight is None else self.weight.val()
+        b = None if self.bias is None else self.bias.val()
+        if not self.track_running_stats:
+            return F.batch_norm(x, None, None, w, b, True, 0.0, self.eps)[0]
+        if not self.training:
+            return F.batch_norm(x, self.running_mean, self.running_var, w, b, False, 0.0, self.eps)[
+                0
+            ]
+        self.num_batches_tracked = self.num_batches_tracked + 1
+        m = self.momentum
+        if m is None:  # cumulative moving average
+            m = 1.0 / float(self.num_batches_tracked.item())
+        out, mean, var = F.batch_norm(
+            x, self.running_mean, self.running_var, w, b, True, m, self.eps
+        )
+        if mean is not None and var is not None:
+            self.running_mean, self.running_var = mean, var
+        return out
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of ``(B, C)`` or ``(B, C, L)`` inputs over all dims but ``C``.
+
+    In training it uses the batch statistics and updates ``running_mean`` / ``running_var``
+    (momentum 0.1, unbiased variance); after ``valid()`` it uses the running statistics.
+    """
+
+    ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of ``(B, C, H, W)`` inputs; see ``BatchNorm1d``."""
+
+    ranks = (4,)
+
+
+class GroupNorm(Module):
+    """Normalises each of ``num_groups`` channel groups per sample, then a per-channel affine.
+
+    Shapes: ``(B, C, *)`` unchanged.
+    """
+
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
+    ) -> None:
+        super().__init__()
+        if num_channels % num_groups:
+            raise ShapeError(
+                f"GroupNorm: expected num_channels divisible by num_groups, got {num_channels} "
+                f"and {num_groups}."
+            )
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, float(eps)
+        c = (num_channels,)
+        self.weight = Param(init.ones(c, device=device, dtype=dtype)) if affine else None
+        self.bias = Param(init.zeros(c, device=device, dtype=dtype)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ShapeError(
+                f"GroupNorm: expected an input (B, {self.num_channels}, *), got shape {x.shape}."
+            )
+        b = x.shape[0]
+        g = x.reshape((b, self.num_groups, -1))  # (B, C, *) -> (B, G, C / G * rest)
+        centered = g - g.mean_dim(2)
+        var = (centered * centered).mean_dim(2)
+        y = (centered / (var + self.eps).sqrt()).reshape(x.shape)
+        if self.weight is not None and self.bias is not None:
+            bshape = (1, self.num_channels) + (1,) * (x.ndim - 2)
+            y = y * self.weight.val().reshape(bshape) + self.bias.val().reshape(bshape)
+        return y
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}"

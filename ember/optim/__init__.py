@@ -1,0 +1,20 @@
+"""Optimizers, parameter-keyed gradients, clipping and learning-rate schedules (``em.optim``).
+
+Example:
+    >>> optim = em.optim.Adam()
+    >>> grads = em.optim.GradientsParams.from_grads(loss.backward(), model)
+    >>> model = optim.step(1e-3, model, grads)
+"""
+
+from . import lr as lr
+from .adagrad import AdaGrad as AdaGrad
+from .adam import Adam as Adam
+from .adam import AdamW as AdamW
+from .base import Optimizer as Optimizer
+from .clipping import GradientClipping as GradientClipping
+from .clipping import clip_grad_norm as clip_grad_norm
+from .clipping import clip_grad_value as clip_grad_value
+from .grads import GradientsAccumulator as GradientsAccumulator
+from .grads import GradientsParams as GradientsParams
+from .rmsprop import RMSProp as RMSProp
+from .sgd import SGD as SGD

@@ -1,0 +1,120 @@
+"""The optimizer base class: loops over parameters, keeps state per ``ParamId``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ..dtype import int64
+from ..nn.param import ParamId, relift
+from ..tensor.tensor import Tensor
+from .clipping import GradientClipping
+from .grads import GradientsParams
+
+if TYPE_CHECKING:
+    from ..nn.module import Module
+
+State = dict[str, Tensor | int]
+
+
+class Optimizer:
+    """Applies a per-parameter update rule; subclasses write ``update`` as one tensor expression.
+
+    ``step(lr, module, grads)`` updates every parameter that has a gradient in ``grads`` (which
+    it consumes), keeps each parameter's state on that parameter's device, and puts the result
+    back in the module as a fresh require-grad leaf with the same ``ParamId``. Updates run on
+    plain tensors with Tensor ops, so they work on every backend.
+
+    Args:
+        grad_clipping: Optional ``GradientClipping`` applied to all gradients before the update.
+    """
+
+    def __init__(self, *, grad_clipping: GradientClipping | None = None) -> None:
+        self.grad_clipping = grad_clipping
+        self._state: dict[ParamId, State] = {}
+
+    def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
+        """New value and state of one parameter (plain tensors in, plain tensors out)."""
+        raise NotImplementedError(f"{type(self).__name__}.update: subclasses define the rule.")
+
+    def step(self, lr: float, module: Module, grads: GradientsParams) -> Module:
+        """Update ``module``'s parameters in place from ``grads`` and return the module."""
+        if not isinstance(grads, GradientsParams):
+            raise TypeError(
+                f"step: expected GradientsParams, got {type(grads).__name__}. Convert with "
+                "em.optim.GradientsParams.from_grads(loss.backward(), module)."
+            )
+        if self.grad_clipping is not None:
+            grads = self.grad_clipping.apply(grads)
+        lr = float(lr)
+        states = self._state
+        for p in module.parameters():
+            g = grads.remove(p.id)
+            if g is None:
+                continue
+            cur = p._value
+            x = cur.without_autodiff()
+            if g._dev is not x._dev:
+                g = g.to_device(x._dev)
+            state = states.get(p.id)
+            if state is None:
+                state = {}
+            elif _off_device(state, x):
+                state = _move(state, x)
+            new, states[p.id] = self.update(lr, x, g, state)
+            s = cur.gradient_checkpointing_strategy()
+            p._value = new if s is None else relift(new, s, p._trainable)
+        return module
+
+    # ------------------------------------------------------------------ state records
+    def state_dict(self, module: Module) -> dict[str, Tensor]:
+        """``module``'s parameter state as ``"<param name>/<key>" -> tensor`` (ints: int64)."""
+        out: dict[str, Tensor] = {}
+        for name, p in module.named_parameters():
+            for key, v in self._state.get(p.id, {}).items():
+                if isinstance(v, Tensor):
+                    out[f"{name}/{key}"] = v
+                else:
+                    out[f"{name}/{key}"] = Tensor.from_data(v, dtype=int64)
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Tensor], module: Module) -> None:
+        """Restore state written by ``state_dict``; tensors go to each parameter's device."""
+        from ..record.errors import RecordError
+
+        params = dict(module.named_parameters())
+        loaded: dict[ParamId, State] = {}
+        unknown = []
+        for key, v in state.items():
+            name, _, field = key.rpartition("/")
+            p = params.get(name)
+            if p is None or not field:
+                unknown.append(key)
+                continue
+            t = v if isinstance(v, Tensor) else Tensor.from_data(v)
+            entry = loaded.setdefault(p.id, {})
+            if not t.dtype.is_float and t.ndim == 0:
+                entry[field] = int(t.item())
+            else:
+                entry[field] = t.without_autodiff().to_device(p.val().device.without_autodiff())
+        if unknown:
+            raise RecordError(
+                f"load_state_dict: optimizer state names no parameter of "
+                f"{type(module).__name__}: {unknown}. Load it into the model it was saved with."
+            )
+        self._state.update(loaded)
+
+    def state_of(self, param_id: ParamId) -> State | None:
+        """The state kept for one parameter (``None`` before its first step)."""
+        return self._state.get(param_id)
+
+
+def _off_device(state: State, x: Tensor) -> bool:
+    for v in state.values():
+        if isinstance(v, Tensor):
+            return v._dev is not x._dev
+    return False
+
+
+def _move(state: State, x: Tensor) -> State:
+    return {k: v.to_device(x._dev) if isinstance(v, Tensor) else v for k, v in state.items()}

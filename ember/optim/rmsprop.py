@@ -1,0 +1,56 @@
+"""RMSProp, as in ``torch.optim.RMSprop``."""
+
+from __future__ import annotations
+
+from ..tensor.tensor import Tensor
+from .base import Optimizer, State
+from .clipping import GradientClipping
+
+
+class RMSProp(Optimizer):
+    """RMSProp: ``v = alpha v + (1 - alpha) g^2``; ``p = p - lr g / (sqrt(v) + eps)``.
+
+    ``centered`` subtracts the squared running mean of ``g`` from ``v``; ``momentum`` keeps a
+    buffer ``b = momentum b + g / (sqrt(v) + eps)`` and steps by ``lr b``.
+
+    Example:
+        >>> optim = RMSProp(alpha=0.99, momentum=0.9)
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+        *,
+        grad_clipping: GradientClipping | None = None,
+    ) -> None:
+        super().__init__(grad_clipping=grad_clipping)
+        self.alpha = float(alpha)
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+        self.momentum = float(momentum)
+        self.centered = bool(centered)
+
+    def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
+        a = self.alpha
+        g = grad + param * self.weight_decay if self.weight_decay else grad
+        v = state.get("square_avg")
+        g2 = g * g * (1.0 - a)
+        v = g2 if not isinstance(v, Tensor) else v * a + g2
+        new_state: State = {"square_avg": v}
+        if self.centered:
+            m = state.get("grad_avg")
+            m = g * (1.0 - a) if not isinstance(m, Tensor) else m * a + g * (1.0 - a)
+            new_state["grad_avg"] = m
+            denom = (v - m * m).sqrt() + self.eps
+        else:
+            denom = v.sqrt() + self.eps
+        if self.momentum:
+            buf = state.get("momentum_buffer")
+            buf = g / denom if not isinstance(buf, Tensor) else buf * self.momentum + g / denom
+            new_state["momentum_buffer"] = buf
+            return param - buf * lr, new_state
+        return param - g / denom * lr, new_state

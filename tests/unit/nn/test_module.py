@@ -1,0 +1,180 @@
+"""The module system: tracking, naming, training state (SEMANTICS.md §8), fork, to_device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember as em
+from ember.nn import Linear, Module, Param, ParamId
+from ember.record import RecordError
+
+AD = em.Device.cpu().autodiff()
+
+
+class Mlp(Module):
+    def __init__(self, device: em.Device | None = AD) -> None:
+        super().__init__()
+        self.l1 = Linear(4, 8, device=device, dtype=em.float64)
+        self.l2 = Linear(8, 2, device=device, dtype=em.float64)
+
+    def forward(self, x: em.Tensor) -> em.Tensor:
+        return self.l2(em.nn.functional.relu(self.l1(x)))
+
+
+def _x() -> em.Tensor:
+    return em.Tensor.from_data(np.linspace(-1, 1, 12).reshape(3, 4), dtype=em.float64)
+
+
+def test_named_parameters_are_dotted_and_ordered() -> None:
+    m = Mlp()
+    assert [n for n, _ in m.named_parameters()] == ["l1.weight", "l1.bias", "l2.weight", "l2.bias"]
+    assert m.num_params() == 4 * 8 + 8 + 8 * 2 + 2
+    assert all(isinstance(p, Param) for p in m.parameters())
+    assert m.devices() == [em.Device.cpu()]
+    assert m.l1.weight.shape == (8, 4)
+
+
+def test_params_on_autodiff_device_are_require_grad_leaves() -> None:
+    m = Mlp()
+    assert all(p.val().is_require_grad() for p in m.parameters())
+    plain = Mlp(em.Device.cpu())
+    assert not any(p.val().is_autodiff() for p in plain.parameters())
+
+
+def test_param_id_round_trips_through_text() -> None:
+    pid = ParamId()
+    assert ParamId.parse(str(pid)) == pid and hash(ParamId.parse(str(pid))) == hash(pid)
+    assert ParamId() != pid
+    with pytest.raises(ValueError, match="hex"):
+        ParamId.parse("not-hex")
+
+
+def test_reassigning_and_deleting_attributes_updates_tracking() -> None:
+    m = Mlp()
+    m.l2 = Linear(8, 3, device=AD)
+    assert [n for n, _ in m.named_parameters()][-2:] == ["l2.weight", "l2.bias"]
+    assert m.l2.weight.shape == (3, 8)
+    del m.l2
+    assert [n for n, _ in m.named_parameters()] == ["l1.weight", "l1.bias"]
+    with pytest.raises(TypeError, match="expected a Param"):
+        m.l1.weight = em.Tensor.zeros((8, 4))
+
+
+def test_forgotten_super_init_is_explained() -> None:
+    class Bad(Module):
+        def __init__(self) -> None:
+            self.w = Param(em.Tensor.zeros((1,)))
+
+    with pytest.raises(AttributeError, match="super"):
+        Bad()
+
+
+def test_valid_makes_plain_and_train_restores() -> None:
+    dev = em.Device.cpu().autodiff().gradient_checkpointing()
+    m = Mlp(dev)
+    m.valid()
+    assert not m.training and not m.l1.training
+    assert all(not p.val().is_autodiff() for p in m.parameters())
+    m.valid()  # idempotent: the remembered strategy survives a second call
+    m.train()
+    assert m.training
+    for p in m.parameters():
+        assert p.val().is_require_grad()
+        assert (
+            p.val().gradient_checkpointing_strategy() is em.GradientCheckpointingStrategy.Balanced
+        )
+
+
+def test_valid_forward_is_plain_and_matches_train_forward() -> None:
+    m = Mlp()
+    y_train = m(_x())
+    assert y_train.is_tracked()
+    y_valid = m.valid()(_x())
+    assert not y_valid.is_autodiff()
+    np.testing.assert_array_equal(y_train.to_numpy(), y_valid.to_numpy())
+
+
+def test_no_grad_persists_across_valid_and_train() -> None:
+    m = Mlp().no_grad()
+    assert all(p.val().is_autodiff() and not p.val().is_require_grad() for p in m.parameters())
+    m.valid().train()
+    assert all(p.val().is_autodiff() and not p.val().is_require_grad() for p in m.parameters())
+    m.set_require_grad(True)
+    assert all(p.val().is_require_grad() for p in m.parameters())
+
+
+def test_freeze_switches_trainability_and_flags_but_gradients_flow_through() -> None:
+    m = Mlp()
+    m.freeze()
+    assert not m.training and not m.l1.training
+    assert not any(p.val().is_require_grad() for p in m.parameters())
+    x = _x().autodiff().require_grad()
+    grads = m(x).sum().backward()
+    assert x.grad(grads) is not None and len(grads) == 1
+    m.valid().train()
+    assert not m.training and not any(p.is_require_grad() for p in m.parameters())
+    m.unfreeze()
+    assert m.training and all(p.is_require_grad() for p in m.parameters())
+
+
+def test_fork_is_independent_and_keeps_ids() -> None:
+    m = Mlp()
+    f = m.fork(em.Device.cpu().autodiff())
+    assert [p.id for p in f.parameters()] == [p.id for p in m.parameters()]
+    assert all(p.val().is_require_grad() for p in f.parameters())
+    f.l1.weight._replace(em.Tensor.zeros((8, 4), dtype=em.float64))
+    assert not np.all(m.l1.weight.val().to_numpy() == 0)
+    # the fork's graph is its own: its gradients don't reach the source's leaves
+    grads = f(_x()).sum().backward()
+    assert m.l1.weight.val().grad(grads) is None
+    assert f.l1.bias.val().grad(grads) is not None
+
+
+def test_fork_onto_autodiff_device_from_valid_mode() -> None:
+    m = Mlp().valid()
+    f = m.fork(em.Device.cpu().autodiff())
+    assert all(p.val().is_require_grad() for p in f.parameters())
+    assert all(not p.val().is_autodiff() for p in m.parameters())
+
+
+def test_to_device_same_device_is_equivalent_and_differentiable() -> None:
+    m = Mlp()
+    moved = m.to_device(em.Device.cpu())
+    assert moved is not m
+    assert [p.id for p in moved.parameters()] == [p.id for p in m.parameters()]
+    grads = moved(_x()).sum().backward()
+    assert m.l1.weight.val().grad(grads) is not None
+
+
+def test_state_dict_round_trip_replaces_values_in_place() -> None:
+    a, b = Mlp(), Mlp()
+    ids = [p.id for p in b.parameters()]
+    b.load_state_dict(a.state_dict())
+    for (n, pa), pb in zip(a.named_parameters(), b.parameters()):
+        np.testing.assert_array_equal(pa.val().to_numpy(), pb.val().to_numpy(), err_msg=n)
+        assert pb.val().is_require_grad()
+    assert [p.id for p in b.parameters()] == ids
+
+
+def test_load_state_dict_lists_every_mismatch() -> None:
+    m = Mlp()
+    sd = m.state_dict()
+    del sd["l1.bias"]
+    sd["extra"] = em.Tensor.zeros((1,))
+    with pytest.raises(RecordError, match=r"missing: \['l1.bias'\].*unexpected: \['extra'\]"):
+        m.load_state_dict(sd)
+    sd = m.state_dict()
+    sd["l1.weight"] = em.Tensor.zeros((4, 8), dtype=em.float64)
+    sd["l2.weight"] = em.Tensor.zeros((1, 8), dtype=em.float64)
+    with pytest.raises(em.ShapeError, match=r"l1.weight: expected \(8, 4\).*l2.weight"):
+        m.load_state_dict(sd)
+    sd = m.state_dict()
+    sd["l2.bias"] = em.Tensor.zeros((2,), dtype=em.float32)
+    with pytest.raises(em.DTypeError, match=r"l2\.bias: expected float64, got float32"):
+        m.load_state_dict(sd)
+
+
+def test_repr_shows_children() -> None:
+    text = repr(Mlp())
+    assert "(l1): Linear(4, 8, bias=True)" in text and text.startswith("Mlp(")
