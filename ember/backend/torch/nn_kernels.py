@@ -159,13 +159,15 @@ def nll_loss_backward(grad: Tensor, target: Tensor, num_classes: int, ignore_ind
 
 
 def bce(p: Tensor, t: Tensor) -> Tensor:
-    """-(t log p + (1 - t) log(1 - p)), each log clamped at -100."""
-    return F.binary_cross_entropy(p, t, reduction="none")
+    """-(t log p + (1 - t) log(1 - p)), each log clamped at -100 (any real target, as NumPy)."""
+    lp = torch.clamp_min(torch.log(p), -100)
+    l1p = torch.clamp_min(torch.log1p(-p), -100)
+    return -(t * lp + (1 - t) * l1p)
 
 
 def bce_backward(grad: Tensor, p: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
-    gp = aten.binary_cross_entropy_backward(grad, p, t, None, 0)
-    # d/dt = log(1 - p) - log(p), each clamped at -100
+    # d/dp = (p - t) / (p (1 - p)), the denominator kept >= 1e-12;  d/dt = log(1 - p) - log(p)
+    gp = grad * (p - t) / torch.clamp_min(p * (1 - p), 1e-12)
     gt = grad * (torch.clamp_min(torch.log1p(-p), -100) - torch.clamp_min(torch.log(p), -100))
     return gp, gt
 
