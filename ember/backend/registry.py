@@ -10,6 +10,7 @@ from ..errors import DeviceError
 T = TypeVar("T")
 _BACKENDS: dict[str, type] = {}
 _INSTANCES: dict[tuple[str, str], Any] = {}
+_SEED: list[int | None] = [None]  # the last em.seed, applied to backends created after it
 
 
 def register_backend(name: str) -> Callable[[type[T]], type[T]]:
@@ -30,7 +31,16 @@ def get_backend(name: str, where: str = "cpu") -> Any:
         if name not in _BACKENDS:
             _load(name)
         inst = _INSTANCES[key] = _BACKENDS[name](where)
+        if _SEED[0] is not None:
+            inst.seed(_SEED[0])  # a device first used after em.seed is reproducible too
     return inst
+
+
+def seed_all(n: int) -> None:
+    """Seed every backend created so far, and every one created later, with ``n``."""
+    _SEED[0] = n
+    for inst in _INSTANCES.values():
+        inst.seed(n)
 
 
 def _load(name: str) -> None:

@@ -1,17 +1,18 @@
-"""Advanced ``[]`` indexing: keys holding int or bool tensors (or lists), with NumPy semantics.
+"""Advanced ``[]`` indexing: keys holding int or bool tensors (or lists), as in PyTorch.
 
 Every such key is rewritten into registry ops that already have gradients:
 
-1. the key's slices and ``None`` are applied first (the ``index`` row), advanced entries kept
-   whole;
+1. the key's ints, slices and ``None`` are applied first (the ``index`` row), advanced entries
+   kept whole;
 2. the advanced axes are permuted to the front (``permute``), their index arrays broadcast and
    flattened into one row-major index into the merged front axes (``reshape``);
-3. ``select`` on dim 0 picks the rows; a final ``reshape`` (and ``permute``) gives NumPy's
+3. ``select`` on dim 0 picks the rows; a final ``reshape`` (and ``permute``) gives PyTorch's
    layout: the broadcast index shape replaces the advanced axes in place when they are adjacent
-   in the key, else it comes first.
+   once the ints are gone (a slice or ``None`` between them separates them), else it comes first.
 
 A bool tensor stands for the int indices of its true entries (``x[mask]`` selects elements,
-flattened); a Python int next to a tensor counts as a 0-d index. The gradient is ``select``'s:
+flattened). Python ints are basic indices (PyTorch's rule; NumPy would count an int next to a
+tensor as a 0-d index and so move ``x[1, :, idx]``'s index dim to the front). The gradient is ``select``'s:
 a scatter-add back, so repeated indices add up. Index values are read on the host to check
 their range and build the flat index.
 """
@@ -82,7 +83,7 @@ def _expand(shape: tuple[int, ...], key: tuple[Any, ...]) -> list[Any]:
             entries.append(a)
             used += a.ndim if a.dtype.kind == "b" else 1
         elif isinstance(k, int) and not isinstance(k, bool):
-            entries.append(np.asarray(k, dtype=np.int64))
+            entries.append(k)
             used += 1
         else:
             raise DTypeError(
@@ -108,7 +109,7 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
 
     Args:
         t: The indexed tensor.
-        key: A key as for NumPy: ints, slices, ``None``, ``...``, int tensors (negative values
+        key: A key as for PyTorch: ints, slices, ``None``, ``...``, int tensors (negative values
             count from the end) and bool tensors (their true positions, on as many dims as the
             mask has; the mask's shape must equal those dims).
 
@@ -125,18 +126,21 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
     shape = t.shape
     entries = _expand(shape, key if isinstance(key, tuple) else (key,))
 
-    # 1. apply slices and None; advanced entries keep their dims whole
+    # 1. apply ints, slices and None; advanced entries keep their dims whole
     basic: list[Any] = []
     arrays: list[np.ndarray] = []  # one int array per advanced dim of y
     adv_pos: list[int] = []  # positions of those dims in y
     axis = 0  # next dim of t
+    ydim = 0  # next dim of y
     for k in entries:
-        if k is None:
-            basic.append(None)
-            continue
-        if isinstance(k, slice):
-            basic.append(k)
+        if isinstance(k, int):
+            basic.append(k)  # range-checked by the basic index below; its dim goes away
             axis += 1
+            continue
+        if k is None or isinstance(k, slice):
+            basic.append(k)
+            axis += k is not None
+            ydim += 1
             continue
         if k.dtype.kind == "b":
             dims = shape[axis : axis + k.ndim]
@@ -157,9 +161,10 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
                     f"indices in [{-n}, {n}). Negative indices count from the end."
                 )
             arrays.append(np.where(a < 0, a + n, a))
-            adv_pos.append(len(basic))
+            adv_pos.append(ydim)
             basic.append(slice(None))
             axis += 1
+            ydim += 1
     y = t[tuple(basic)]
 
     # 2. broadcast the index arrays; bring the advanced dims to the front
@@ -187,7 +192,7 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
     idx = Tensor.from_data(flat.reshape(-1), device=t._dev, dtype="int64")
     out = y.reshape((rows, *rest)).select(0, idx).reshape((*bshape, *rest))
 
-    # NumPy's rule: adjacent advanced dims keep their place, separated ones go first
+    # adjacent advanced dims keep their place, separated ones go first
     adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     p = adv_pos[0] if adjacent else 0
     if p:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend.registry import loaded_backends
+from ..backend.registry import seed_all
 from ..dtype import DType, as_dtype, bool_, float32, int64
 from ..errors import DTypeError, ShapeError
 from . import checks
@@ -50,12 +50,12 @@ class Distribution:
 
 
 def seed(n: int) -> None:
-    """Seed every backend's random generator (``Tensor.random``, dropout, shuffling)."""
-    from .device import Device
+    """Seed every device's random generator (``Tensor.random``, dropout, shuffling).
 
-    Device.cpu()  # make sure the default backend exists so it is seeded too
-    for b in loaded_backends():
-        b.seed(int(n))
+    Devices first used after the call are seeded with ``n`` too, so ``em.seed(0)`` followed by
+    work on any device draws the same numbers on every run.
+    """
+    seed_all(int(n))  # backends created later are seeded with n when they start
 
 
 def _device(device: Device | None) -> Device:

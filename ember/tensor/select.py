@@ -189,7 +189,11 @@ def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
     norm = normalize_key(self.shape, key)
     assert norm is not None  # tensors and lists were rejected above
     region = region_shape(self.shape, norm)
-    if checks.broadcast_shapes("slice_assign", region, values.shape) != region:
+    try:
+        fits = checks.broadcast_shapes("slice_assign", region, values.shape) == region
+    except ShapeError:
+        fits = False
+    if not fits:
         raise ShapeError(
             f"slice_assign: values of shape {values.shape} do not fit the region {region} "
             f"selected by {key}; expected a shape that broadcasts to the region."

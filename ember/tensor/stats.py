@@ -19,7 +19,7 @@ def var(self: Tensor, dim: int, correction: int = 1) -> Tensor:
 
     The default ``correction=1`` is the unbiased estimator (Bessel's correction), as in Burn's
     ``var`` and PyTorch's ``var``; pass ``correction=0`` for the biased (population) variance.
-    ``n <= correction`` gives inf or nan. Float tensors only.
+    ``n <= correction`` gives inf or nan (nan for n = 0). Float tensors only.
 
     Example:
         >>> em.tensor([[1.0, 2.0, 3.0]]).var(1).tolist()
@@ -28,7 +28,10 @@ def var(self: Tensor, dim: int, correction: int = 1) -> Tensor:
     d = checks.dim("var", dim, self.ndim)
     if not isinstance(correction, int) or isinstance(correction, bool) or correction < 0:
         raise DTypeError(f"var: expected an int correction >= 0, got {correction!r}.")
-    return apply(OPS["var"], (self,), {"dim": d, "correction": correction})
+    out = apply(OPS["var"], (self,), {"dim": d, "correction": correction})
+    if self.shape[d] == 0:
+        out = out + float("nan")  # no samples: undefined (PyTorch's nan), graph kept
+    return out
 
 
 def prod_dim(self: Tensor, dim: int) -> Tensor:
