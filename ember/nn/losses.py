@@ -171,7 +171,7 @@ def cross_entropy(
         label_smoothing: Mix the target with the uniform distribution: (1 - eps) t + eps / C.
 
     Example:
-        >>> round(cross_entropy(em.zeros((2, 3)), em.tensor([0, 2])).item(), 4)
+        >>> round(cross_entropy(em.Tensor.zeros((2, 3)), em.tensor([0, 2])).item(), 4)
         1.0986
     """
     op = "cross_entropy"
