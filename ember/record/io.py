@@ -67,7 +67,8 @@ def encode(tensors: Mapping[str, Tensor | np.ndarray], metadata: Mapping[str, st
     arrays = {}
     for name, t in tensors.items():
         a = t.to_numpy() if isinstance(t, Tensor) else np.asarray(t)
-        arrays[name] = np.ascontiguousarray(a)
+        # np.ascontiguousarray would turn a 0-d array into shape (1,)
+        arrays[name] = a if a.flags.c_contiguous else a.copy(order="C")
     return bytes(safetensors.numpy.save(arrays, metadata=dict(metadata)))
 
 
