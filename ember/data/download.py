@@ -38,7 +38,7 @@ def file_digest(path: Path, algorithm: str) -> str:
 
 def open_url(url: str) -> BinaryIO:
     """Open ``url`` for reading (tests replace this to simulate servers and outages)."""
-    return urllib.request.urlopen(url, timeout=_TIMEOUT_S)  # type: ignore[no-any-return]
+    return urllib.request.urlopen(url, timeout=_TIMEOUT_S)
 
 
 def fetch(

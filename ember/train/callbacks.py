@@ -43,7 +43,11 @@ class EarlyStopping(Callback):
     """
 
     def __init__(
-        self, monitor: str = "valid_loss", *, patience: int = 3, min_delta: float = 0.0,
+        self,
+        monitor: str = "valid_loss",
+        *,
+        patience: int = 3,
+        min_delta: float = 0.0,
         mode: str = "auto",
     ) -> None:
         if patience < 0:

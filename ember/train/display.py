@@ -98,7 +98,7 @@ class TerminalDisplay:
             return
         self.last = now
         frac = done / self.total if self.total else 1.0
-        filled = int(round(frac * _BAR))
+        filled = round(frac * _BAR)
         bar = "█" * filled + "·" * (_BAR - filled)
         elapsed = now - self.t0
         eta = elapsed / frac - elapsed if frac > 0 else 0.0

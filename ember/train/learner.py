@@ -7,7 +7,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,7 +61,7 @@ def _numpy(t: Tensor | None) -> np.ndarray | None:
 def _rng_states() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for b in loaded_backends():
-        rng = getattr(b, "rng", None)
+        rng: Any = getattr(b, "rng", None)
         key = f"{type(b).__name__}:{getattr(b, 'where', '')}"
         if hasattr(rng, "bit_generator"):
             out[key] = {"numpy": rng.bit_generator.state}
@@ -150,6 +150,7 @@ class Learner:
         self.steps = 0  # optimizer steps taken
         self.history: list[dict[str, float]] = []
         self.stop_training = False
+        self._epochs = 0
         self._log = MetricLog(self.output_dir) if self.output_dir is not None else None
 
     # ------------------------------------------------------------------ learning rate
@@ -247,7 +248,9 @@ class Learner:
         self.model = self.optimizer.step(self.lr, self.model, grads)
         self.steps += 1
 
-    def evaluate(self, data: Iterable[Sequence[Tensor]], *, prefix: str = "valid") -> dict[str, float]:
+    def evaluate(
+        self, data: Iterable[Sequence[Tensor]], *, prefix: str = "valid"
+    ) -> dict[str, float]:
         """Metrics of the model on ``data`` without gradients (the model is put in ``valid()``
         mode and back in ``train()`` mode afterwards).
 
@@ -259,8 +262,8 @@ class Learner:
         for m in self.metrics:
             m.reset()
         needs_logits = any(m.needs_logits for m in self.metrics)
-        total = len(data) if hasattr(data, "__len__") else 0
-        self.display.start_phase(prefix, self.epoch + 1, self.epoch + 1, total)
+        total = len(data) if isinstance(data, Sized) else 0
+        self.display.start_phase(prefix, self.epoch + 1, max(self._epochs, self.epoch + 1), total)
         try:
             for k, batch in enumerate(data, 1):
                 loss, logits, targets = self.loss_fn(self.model, batch)
@@ -312,6 +315,7 @@ class Learner:
                 )
             self.load_record(path, train)
         self.stop_training = False
+        self._epochs = epochs
         for cb in self.callbacks:
             cb.on_fit_start(self)
         while self.epoch < epochs and not self.stop_training:
@@ -407,4 +411,3 @@ class Learner:
         self.history = [dict(r) for r in state["history"]]
         if self._log is not None:
             self._log.restore(self.history)
-

@@ -44,8 +44,9 @@ class MetricLog:
                 w.writerow(r)
         with open(self.jsonl_path, "w") as f:
             for r in self.rows:
-                clean = {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                         for k, v in r.items()}
+                clean = {
+                    k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()
+                }
                 f.write(json.dumps(clean) + "\n")
 
 
@@ -69,8 +70,10 @@ def plot_curves(rows: Sequence[dict[str, float]], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     epochs = [r["epoch"] for r in rows]
-    groups = [("loss", ["train_loss", "valid_loss"]),
-              ("accuracy", ["train_accuracy", "valid_accuracy"])]
+    groups = [
+        ("loss", ["train_loss", "valid_loss"]),
+        ("accuracy", ["train_accuracy", "valid_accuracy"]),
+    ]
     groups = [(t, [k for k in ks if k in rows[0]]) for t, ks in groups]
     groups = [(t, ks) for t, ks in groups if ks]
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.5), squeeze=False)

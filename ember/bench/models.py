@@ -1,0 +1,214 @@
+"""Training-step workloads of ``ember bench mlp|cnn|gpt``: ember vs the same model in PyTorch.
+
+Each workload times one optimizer step (forward, backward, Adam update) of an ``ember.models``
+network and of the same architecture written with ``torch.nn``, in one process on matching
+hardware (ember's ``cpu`` device is compared with PyTorch on CPU, ``cuda:i`` with ``cuda:i``).
+Rows report medians in milliseconds and ``ratio = ember / torch``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..tensor.device import Device
+
+Step = Callable[[], Any]
+
+
+def median_ms(
+    step: Step, repeats: int, warmup: int = 2, sync: Callable[[], None] | None = None
+) -> float:
+    """Median wall time of ``step`` in milliseconds over ``repeats`` calls after ``warmup``."""
+    for _ in range(warmup):
+        step()
+    if sync:
+        sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        if sync:
+            sync()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+# ------------------------------------------------------------------------------------ workloads
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "mlp": {
+        "model": {"model": "mlp", "args": {"in_features": 784, "hidden": 256}},
+        "input": (128, 1, 28, 28),
+        "classes": 10,
+    },
+    "cnn": {
+        "model": {"model": "cnn", "args": {"image_size": 28, "channels": 32, "hidden": 128}},
+        "input": (64, 1, 28, 28),
+        "classes": 10,
+    },
+    "gpt": {
+        "model": {
+            "model": "gpt",
+            "args": {
+                "vocab_size": 65,
+                "block_size": 64,
+                "n_layer": 2,
+                "n_head": 4,
+                "n_embd": 128,
+                "dropout": 0.0,
+            },
+        },
+        "input": (16, 64),
+        "classes": 65,
+    },
+}
+
+
+def _batch(spec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    shape = spec["input"]
+    if spec["model"]["model"] == "gpt":
+        x = rng.integers(0, spec["classes"], size=shape)
+        return x, rng.integers(0, spec["classes"], size=shape)
+    return rng.random(shape, dtype=np.float32), rng.integers(0, spec["classes"], size=shape[0])
+
+
+def ember_step(name: str, device: Device) -> Step:
+    """One Adam step of the ember model of workload ``name`` on ``device``."""
+    from .. import optim
+    from ..models import build_model
+    from ..tensor.tensor import Tensor
+    from ..train.learner import classification_step
+
+    spec = WORKLOADS[name]
+    model = build_model(spec["model"], device.autodiff())
+    opt = optim.Adam()
+    x_np, y_np = _batch(spec)
+    plain = device.without_autodiff()
+    batch = (Tensor.from_data(x_np, device=plain), Tensor.from_data(y_np, device=plain))
+    state = {"model": model}
+
+    def step() -> float:
+        loss, _, _ = classification_step(state["model"], batch)
+        grads = optim.GradientsParams.from_grads(loss.backward(), state["model"])
+        state["model"] = opt.step(1e-3, state["model"], grads)
+        return float(loss.item())
+
+    return step
+
+
+def torch_step(name: str, where: str) -> Step:
+    """The same step written with ``torch.nn`` on torch device ``where``."""
+    import torch
+    from torch import nn
+
+    spec = WORKLOADS[name]
+    a = spec["model"]["args"]
+    if name == "mlp":
+        model: nn.Module = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(a["in_features"], a["hidden"]),
+            nn.ReLU(),
+            nn.Linear(a["hidden"], a["hidden"]),
+            nn.ReLU(),
+            nn.Linear(a["hidden"], 10),
+        )
+    elif name == "cnn":
+        c, side = a["channels"], a["image_size"] // 4
+        model = nn.Sequential(
+            nn.Conv2d(1, c, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(c, 2 * c, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(2 * c * side * side, a["hidden"]),
+            nn.ReLU(),
+            nn.Linear(a["hidden"], 10),
+        )
+    else:
+        model = _TorchGPT(a)
+    model = model.to(where)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_np, y_np = _batch(spec)
+    x, y = torch.from_numpy(x_np).to(where), torch.from_numpy(y_np).to(where)
+
+    def step() -> float:
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return float(loss.item())
+
+    return step
+
+
+def _TorchGPT(a: dict[str, Any]) -> Any:
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            c = a["n_embd"]
+            self.ln1, self.ln2 = nn.LayerNorm(c, bias=False), nn.LayerNorm(c, bias=False)
+            self.qkv, self.proj = nn.Linear(c, 3 * c, bias=False), nn.Linear(c, c, bias=False)
+            self.fc, self.out = nn.Linear(c, 4 * c, bias=False), nn.Linear(4 * c, c, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            B, T, C = x.shape
+            H = a["n_head"]
+            q, k, v = self.qkv(self.ln1(x)).split(C, 2)
+            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+            return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn.Embedding(a["vocab_size"], a["n_embd"])
+            self.wpe = nn.Embedding(a["block_size"], a["n_embd"])
+            self.blocks = nn.Sequential(*[Block() for _ in range(a["n_layer"])])
+            self.ln_f = nn.LayerNorm(a["n_embd"], bias=False)
+            self.head = nn.Linear(a["n_embd"], a["vocab_size"], bias=False)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            pos = torch.arange(idx.shape[1], device=idx.device)
+            return self.head(self.ln_f(self.blocks(self.wte(idx) + self.wpe(pos))))
+
+    return GPT()
+
+
+def _torch_where(device: Device) -> str | None:
+    if importlib.util.find_spec("torch") is None:
+        return None
+    return device.where if device.backend_name == "torch" else "cpu"
+
+
+def run_workload(name: str, device: Device, repeats: int = 10) -> list[dict[str, Any]]:
+    """Rows for workload ``name``: ember on ``device`` and PyTorch on the same hardware."""
+    t_em = median_ms(ember_step(name, device), repeats)
+    row: dict[str, Any] = {
+        "bench": f"{name}_train_step",
+        "device": str(device),
+        "ember_ms": t_em,
+        "reference": None,
+        "ref_ms": None,
+        "ratio": None,
+    }
+    where = _torch_where(device)
+    if where is not None:
+        import torch
+
+        sync = torch.cuda.synchronize if where.startswith("cuda") else None
+        t_ref = median_ms(torch_step(name, where), repeats, sync=sync)
+        row.update({"reference": f"torch eager ({where})", "ref_ms": t_ref, "ratio": t_em / t_ref})
+    return [row]

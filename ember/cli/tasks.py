@@ -1,0 +1,165 @@
+"""What ``train``, ``eval`` and ``generate`` share: datasets, models, devices and run configs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .. import optim
+from ..data import DataLoader
+from ..data.dataset import ArrayDataset
+from ..data.datasets import RandomBlocks, TextData, digits, fashion_mnist, load_text, mnist
+from ..models import build_model
+from ..tensor.device import Device, default_device, parse_device
+
+IMAGE_DATASETS = {"digits": 8, "mnist": 28, "fashion-mnist": 28}
+DATASETS = (*IMAGE_DATASETS, "shakespeare")
+CONFIG = "config.json"
+
+
+def device_of(spec: str | None) -> Device:
+    """``--device`` (cpu, torch:cpu, cuda, cuda:1), else ``em.default_device()``."""
+    return parse_device(spec) if spec else default_device()
+
+
+def image_split(dataset: str, split: str) -> ArrayDataset:
+    """The train or test split of an image dataset."""
+    if dataset == "digits":
+        return digits(split)
+    if dataset == "mnist":
+        return mnist(split)
+    return fashion_mnist(split)
+
+
+def image_model_config(model: str, dataset: str) -> dict[str, Any]:
+    side = IMAGE_DATASETS[dataset]
+    if model == "mlp":
+        hidden = 128 if dataset == "digits" else 256
+        return {"model": "mlp", "args": {"in_features": side * side, "hidden": hidden}}
+    if dataset == "digits":
+        return {"model": "cnn", "args": {"image_size": side, "channels": 16, "hidden": 64}}
+    return {"model": "cnn", "args": {"image_size": side, "channels": 32, "hidden": 128}}
+
+
+def gpt_model_config(args: Any, vocab_size: int) -> dict[str, Any]:
+    return {
+        "model": "gpt",
+        "args": {
+            "vocab_size": vocab_size,
+            "block_size": args.block_size,
+            "n_layer": args.n_layer,
+            "n_head": args.n_head,
+            "n_embd": args.n_embd,
+            "dropout": args.dropout,
+        },
+    }
+
+
+def text_of(args: Any) -> str:
+    """``--text PATH`` when given, else tiny Shakespeare (downloaded and cached)."""
+    from ..data.datasets import shakespeare
+
+    return load_text(args.text) if getattr(args, "text", None) else shakespeare()
+
+
+def image_loaders(
+    dataset: str, batch_size: int, seed: int, device: Device
+) -> tuple[DataLoader, DataLoader]:
+    """Shuffled train loader and the test split (used for validation and the final report)."""
+    train = DataLoader(
+        image_split(dataset, "train"), batch_size, shuffle=True, seed=seed, device=device
+    )
+    test = DataLoader(image_split(dataset, "test"), 500, device=device)
+    return train, test
+
+
+def text_loaders(data: TextData, args: Any, device: Device) -> tuple[RandomBlocks, RandomBlocks]:
+    """Random-window batches: ``eval_interval`` train batches per epoch, ``eval_iters`` val ones."""
+    train = RandomBlocks(
+        data.train,
+        block_size=args.block_size,
+        batch_size=args.batch_size,
+        batches=min(args.eval_interval, args.iters),
+        seed=args.seed,
+        device=device,
+    )
+    valid = RandomBlocks(
+        data.val,
+        block_size=args.block_size,
+        batch_size=args.batch_size,
+        batches=args.eval_iters,
+        seed=args.seed + 1,
+        device=device,
+    )
+    return train, valid
+
+
+def make_optimizer(args: Any) -> optim.Optimizer:
+    clip = optim.GradientClipping.norm(args.grad_clip) if args.grad_clip > 0 else None
+    wd = args.weight_decay
+    if args.optimizer == "sgd":
+        return optim.SGD(momentum=0.9, weight_decay=wd, grad_clipping=clip)
+    betas = (0.9, 0.99) if args.model == "gpt" else (0.9, 0.999)
+    if args.optimizer == "adam":
+        return optim.Adam(betas=betas, weight_decay=wd, grad_clipping=clip)
+    return optim.AdamW(betas=betas, weight_decay=wd, grad_clipping=clip)
+
+
+def make_schedule(lr: float, total_steps: int, warmup: int, min_lr: float) -> optim.lr.LrScheduler:
+    """Linear warm-up for ``warmup`` steps, then a cosine decay to ``min_lr``."""
+    total_steps = max(total_steps, 1)
+    warmup = min(warmup, total_steps - 1)
+    decay = optim.lr.CosineAnnealing(lr, min_lr, max(total_steps - warmup, 1))
+    if warmup <= 0:
+        return decay
+    return optim.lr.Composed(
+        [(optim.lr.Linear(lr / warmup, lr, warmup), warmup), (decay, max(total_steps - warmup, 1))]
+    )
+
+
+def write_config(run_dir: Path, config: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG).write_text(json.dumps(config, indent=1))
+
+
+def read_config(path: Path) -> tuple[Path, dict[str, Any]]:
+    """The run directory holding ``path`` (a run dir, a record dir or a file in them) and its
+    config."""
+    for d in (path, *path.parents)[:4]:
+        if (d / CONFIG).is_file():
+            return d, json.loads((d / CONFIG).read_text())
+    raise FileNotFoundError(
+        f"no {CONFIG} found at or above {str(path)!r}; pass the directory `ember train` wrote "
+        "(e.g. runs/20260101-120000)."
+    )
+
+
+def load_trained(path: Path, device: Device) -> tuple[Any, dict[str, Any], Path]:
+    """Rebuild the model of a run and load its weights: ``path`` is the run directory (its
+    ``model.safetensors``, else its newest record), a record directory or a weights file."""
+    from ..record import load_training
+
+    run_dir, config = read_config(path)
+    model = build_model(config["model"], device)
+    if path.is_file():
+        weights = path
+    elif (path / "training.safetensors").is_file():
+        weights = path / "training.safetensors"
+    elif (run_dir / "model.safetensors").is_file():
+        weights = run_dir / "model.safetensors"
+    else:
+        records = sorted((run_dir / "records").glob("epoch-*/training.safetensors"))
+        if not records:
+            raise FileNotFoundError(f"{run_dir} holds no model.safetensors and no records yet.")
+        weights = records[-1]
+    if weights.name == "training.safetensors":
+        load_training(weights, model)
+    else:
+        model.load(weights)
+    return model, config, weights
+
+
+def fmt_pct(v: float) -> str:
+    return "-" if math.isnan(v) else f"{100 * v:.2f}%"

@@ -1,0 +1,246 @@
+"""``ember train``: train a model (default: a small CNN on the shipped digits) end to end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import models
+from ..tensor.creation import seed as seed_all
+from . import tasks
+
+# Options a resumed run may change; everything else comes from the run's config.json.
+_RESUME_OVERRIDES = ("epochs", "iters", "device", "display", "patience")
+
+# Defaults that depend on the model (nanoGPT's character config for gpt).
+_MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mlp": {"epochs": 20, "batch_size": 32, "lr": 3e-3, "optimizer": "adam", "weight_decay": 0.0},
+    "cnn": {"epochs": 12, "batch_size": 32, "lr": 3e-3, "optimizer": "adam", "weight_decay": 0.0},
+    "gpt": {
+        "epochs": None,
+        "batch_size": 64,
+        "lr": 1e-3,
+        "optimizer": "adamw",
+        "weight_decay": 0.1,
+    },
+}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model (default: a small CNN on digits)",
+        description="Train a model and write its record, metrics and curves to an output "
+        "directory. With no options: a small CNN on the 1,797 shipped 8x8 digits.",
+    )
+    p.add_argument(
+        "--dataset", choices=tasks.DATASETS, help="default: digits (shakespeare for gpt)"
+    )
+    p.add_argument("--model", choices=models.MODELS, help="default: cnn (gpt for shakespeare)")
+    p.add_argument("--device", help="cpu, torch:cpu, cuda or cuda:N (default: EMBER_DEVICE or cpu)")
+    p.add_argument("--epochs", type=_positive_int, help="epochs (image models)")
+    p.add_argument("--batch-size", type=_positive_int)
+    p.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
+    p.add_argument("--weight-decay", type=_non_negative_float)
+    p.add_argument(
+        "--grad-clip",
+        type=_non_negative_float,
+        default=None,
+        help="clip the gradient norm (0: off; default 1.0 for gpt, off otherwise)",
+    )
+    p.add_argument("--grad-accumulation", type=_positive_int, default=1)
+    p.add_argument(
+        "--checkpointing",
+        choices=("disabled", "balanced"),
+        default="disabled",
+        help="gradient checkpointing strategy",
+    )
+    p.add_argument("--output", type=Path, help="output directory (default: runs/<timestamp>)")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR from its newest record",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--patience", type=_positive_int, help="early stopping patience (epochs)")
+    p.add_argument("--keep-records", type=_positive_int, default=3)
+    p.add_argument("--display", choices=("auto", "tty", "plain", "none"), default="auto")
+    g = p.add_argument_group("gpt options")
+    g.add_argument("--iters", type=_positive_int, default=5000, help="optimizer steps")
+    g.add_argument("--block-size", type=_positive_int, default=256)
+    g.add_argument("--n-layer", type=_positive_int, default=6)
+    g.add_argument("--n-head", type=_positive_int, default=6)
+    g.add_argument("--n-embd", type=_positive_int, default=384)
+    g.add_argument("--dropout", type=_probability, default=0.2)
+    g.add_argument(
+        "--eval-interval",
+        type=_positive_int,
+        default=250,
+        help="steps between validation estimates",
+    )
+    g.add_argument(
+        "--eval-iters", type=_positive_int, default=200, help="batches per validation estimate"
+    )
+    g.add_argument("--warmup-iters", type=int, default=100)
+    g.add_argument("--min-lr", type=_non_negative_float, default=1e-4)
+    g.add_argument("--text", type=Path, metavar="PATH", help="train on a local text file")
+    p.set_defaults(run=run, parser=p)
+
+
+def _positive_int(s: str) -> int:
+    v = int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def _positive_float(s: str) -> float:
+    v = float(s)
+    if not v > 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {s}")
+    return v
+
+
+def _non_negative_float(s: str) -> float:
+    v = float(s)
+    if not v >= 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s}")
+    return v
+
+
+def _probability(s: str) -> float:
+    v = float(s)
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {s}")
+    return v
+
+
+def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Fill model-dependent defaults and reject incompatible choices (usage errors)."""
+    if args.resume is not None:
+        if args.output is not None:
+            parser.error("--resume continues in the run's own directory; drop --output")
+        run_dir, config = tasks.read_config(args.resume)
+        saved = dict(config["cli"])
+        for key in _RESUME_OVERRIDES:
+            if getattr(args, key) not in (None, parser.get_default(key)):
+                saved[key] = getattr(args, key)
+        saved["resume"] = run_dir
+        saved["output"] = run_dir
+        return argparse.Namespace(**{**vars(args), **saved, "run": args.run, "parser": parser})
+    if args.text is not None and args.dataset not in (None, "shakespeare"):
+        parser.error(f"--text is for the text (gpt) task, not --dataset {args.dataset}")
+    if args.model is None:
+        args.model = "gpt" if args.dataset == "shakespeare" or args.text else "cnn"
+    if args.dataset is None:
+        args.dataset = "shakespeare" if args.model == "gpt" else "digits"
+    if (args.model == "gpt") != (args.dataset == "shakespeare"):
+        parser.error(
+            f"--model {args.model} does not fit --dataset {args.dataset}: gpt trains on text "
+            "(--dataset shakespeare or --text PATH), mlp and cnn on images"
+        )
+    for key, value in _MODEL_DEFAULTS[args.model].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.grad_clip is None:
+        args.grad_clip = 1.0 if args.model == "gpt" else 0.0
+    if args.model == "gpt":
+        if args.n_embd % args.n_head:
+            parser.error(f"--n-embd {args.n_embd} must be a multiple of --n-head {args.n_head}")
+        args.eval_interval = min(args.eval_interval, args.iters)
+        args.epochs = -(-args.iters // args.eval_interval)
+    if args.output is None:
+        args.output = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    return args
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from ..train import EarlyStopping, Learner, default_metrics
+
+    args = _resolve(args, parser)
+    resuming = args.resume is not None
+    out: Path = Path(args.output)
+    if not resuming and (out / "records").is_dir() and any((out / "records").iterdir()):
+        parser.error(f"{out} already holds a run; pass --resume {out} or another --output")
+    seed_all(args.seed)
+    device = tasks.device_of(args.device)
+    train_device = device.autodiff()
+    if args.checkpointing == "balanced":
+        train_device = train_device.gradient_checkpointing()
+
+    extra: dict[str, Any] = {}
+    train: Any
+    valid: Any
+    if args.model == "gpt":
+        from ..data.datasets import TextData
+
+        data = TextData(tasks.text_of(args))
+        train, valid = tasks.text_loaders(data, args, device)
+        model_cfg = tasks.gpt_model_config(args, data.tokenizer.vocab_size)
+        extra["tokenizer"] = data.tokenizer.to_dict()
+        metrics = default_metrics(classification=False, language_model=True)
+        total_steps = args.epochs * len(train)
+        schedule = tasks.make_schedule(args.lr, total_steps, args.warmup_iters, args.min_lr)
+    else:
+        train, valid = tasks.image_loaders(args.dataset, args.batch_size, args.seed, device)
+        model_cfg = tasks.image_model_config(args.model, args.dataset)
+        metrics = default_metrics()
+        steps_per_epoch = -(-len(train) // args.grad_accumulation)
+        schedule = tasks.make_schedule(args.lr, args.epochs * steps_per_epoch, 0, args.lr * 0.02)
+    model = models.build_model(model_cfg, train_device)
+    cli = {
+        k: (str(v) if isinstance(v, Path) else v)
+        for k, v in vars(args).items()
+        if k not in ("run", "parser", "resume", "output")
+    }
+    config = {"model": model_cfg, "dataset": args.dataset, "cli": cli, **extra}
+    if not resuming:
+        tasks.write_config(out, config)
+
+    callbacks = []
+    if args.patience is not None:
+        monitor = "valid_loss"
+        callbacks.append(EarlyStopping(monitor, patience=args.patience))
+    learner = Learner(
+        model,
+        tasks.make_optimizer(args),
+        lr=schedule,
+        metrics=metrics,
+        output_dir=out,
+        keep_records=args.keep_records,
+        grad_accumulation=args.grad_accumulation,
+        callbacks=callbacks,
+        display=args.display,
+    )
+    learner.display.message(
+        f"ember train: {args.model} on {args.dataset}, {model.num_params():,} parameters, "
+        f"device {device}, {args.epochs} epochs of {len(train)} batches"
+        + (f", resuming from {out}" if resuming else "")
+    )
+    t0 = time.perf_counter()
+    history = learner.fit(train, valid, args.epochs, resume=resuming)
+    elapsed = time.perf_counter() - t0
+    summary: dict[str, Any] = {"epochs": len(history), "steps": learner.steps, "time_s": elapsed}
+    if args.model == "gpt":
+        final = learner.evaluate(valid)
+        summary["val_loss"] = final["valid_loss"]
+        learner.display.message(
+            f"val loss {final['valid_loss']:.4f} (perplexity {final['valid_perplexity']:.2f}) "
+            f"after {learner.steps} steps in {elapsed:.1f}s"
+        )
+    else:
+        final = learner.evaluate(valid, prefix="test")
+        summary.update(final)
+        learner.display.message(
+            f"test accuracy {tasks.fmt_pct(final['test_accuracy'])} "
+            f"(loss {final['test_loss']:.4f}) after {len(history)} epochs in {elapsed:.1f}s"
+        )
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    learner.display.message(f"wrote {out}/ (model.safetensors, metrics.csv, records/)")
+    return 0
