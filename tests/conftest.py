@@ -15,6 +15,15 @@ settings.register_profile("dev", max_examples=40, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # hypothesis imports libcst to print a failing example as a patch; libcst triggers a
+    # DeprecationWarning from mypy_extensions, which filterwarnings=error would turn into an
+    # INTERNALERROR that hides the failure report
+    config.addinivalue_line(
+        "filterwarnings", "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
+    )
+
+
 def _backends() -> list[str]:
     names = os.environ.get("EMBER_BACKEND", "numpy,torch").split(",")
     return [n.strip() for n in names if n.strip()]

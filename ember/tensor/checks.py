@@ -6,6 +6,7 @@ what was received, and a hint.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,9 +33,14 @@ def broadcast_shapes(op: str, a: Shape, b: Shape) -> Shape:
 
 
 def dim(op: str, d: int, ndim: int) -> int:
-    """Normalise a possibly negative dim, or raise ``ShapeError``."""
-    if not isinstance(d, int) or isinstance(d, bool):
-        raise ShapeError(f"{op}: dim must be an int, got {d!r}.")
+    """Normalise a possibly negative dim (an int or NumPy integer), or raise ``ShapeError``."""
+    if type(d) is not int:
+        if isinstance(d, bool):
+            raise ShapeError(f"{op}: dim must be an int, got {d!r}.")
+        try:
+            d = operator.index(d)  # NumPy integers, e.g. from np.argsort
+        except TypeError:
+            raise ShapeError(f"{op}: dim must be an int, got {d!r}.") from None
     if -ndim <= d < ndim:
         return d + ndim if d < 0 else d
     lo, hi = -max(ndim, 1), max(ndim, 1) - 1
