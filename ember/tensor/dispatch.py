@@ -26,6 +26,9 @@ _BAL = GradientCheckpointingStrategy.Balanced
 _ANY = Domain.ANY
 _new = object.__new__
 _NO_ATTRS: dict[str, Any] = {}
+# set by ``ember.amp.autocast`` while a mixed-precision policy is active: (spec, tensors) ->
+# tensors, casting operands to the dtype the policy computes ``spec`` in
+autocast: Any = None
 
 
 def wrap(cls: type[Tensor], data: Any, dev: Any, strategy: Any = None, node: Any = None) -> Tensor:
@@ -45,6 +48,8 @@ def _check_dtypes(spec: OpSpec, b: Any, raws: Any) -> None:
 
 def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, Any]) -> Tensor:
     """Run ``spec`` on tensors ``xs`` (one per input; all of a list-input op's tensors)."""
+    if autocast is not None:
+        xs = autocast(spec, xs)
     if len(xs) == 1 and spec.arity == 1:
         return apply1(spec, xs[0], attrs)
     t0 = xs[0]
@@ -164,6 +169,8 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
 
 def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     """Elementwise op of two tensors: dtype promotion and broadcasting checks, then ``apply2``."""
+    if autocast is not None:
+        a, c = autocast(spec, (a, c))
     x = a._data
     y = c._data
     if x.dtype != y.dtype:
@@ -179,6 +186,8 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
 
 def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     """``apply`` for two inputs whose dtypes and shapes the caller has checked."""
+    if autocast is not None:
+        a, c = autocast(spec, (a, c))
     x = a._data
     y = c._data
     dev = a._dev

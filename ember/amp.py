@@ -1,0 +1,216 @@
+"""Mixed precision: matmul, convolution and attention in bfloat16 or float16, the rest in float32.
+
+Parameters and optimizer state stay float32. Inside ``autocast(dtype)`` every op on the
+low-precision list casts its float inputs to ``dtype`` (the casts are ops of the graph, so the
+gradients reaching float32 parameters are float32), and every op on the full-precision list
+(softmax, normalisation, losses) casts low-precision inputs up to float32. An elementwise op
+between a low-precision tensor and a smaller float32 operand that broadcasts over it (a bias)
+runs in low precision, as a fused ``addmm`` bias would; two full-size operands of different
+precision (a residual stream) promote to float32 as usual. Backward kernels run in the dtype their
+forward used. float16 needs loss scaling (``GradScaler``); bfloat16 does not.
+
+The policy is process-wide (not per thread) and applies to every backend; it pays off on CUDA,
+whose tensor cores run bfloat16 and float16 matrix products many times faster than float32.
+
+Example:
+    >>> import ember as em
+    >>> from ember import amp
+    >>> x = em.Tensor.ones((2, 4))
+    >>> w = em.Tensor.ones((3, 4))
+    >>> with amp.autocast(em.bfloat16):
+    ...     y = em.nn.functional.linear(x, w)
+    >>> y.dtype
+    ember.bfloat16
+
+fp16 training with loss scaling::
+
+    scaler = amp.GradScaler()
+    with amp.autocast(em.float16):
+        loss = em.nn.functional.cross_entropy(model(x), y)
+    grads = em.optim.GradientsParams.from_grads(scaler.scale(loss).backward(), model)
+    model = scaler.step(optim, 1e-3, model, grads)   # skips the step on inf/NaN gradients
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .dtype import DType, as_dtype, bfloat16, float16, float32
+from .errors import DTypeError
+from .tensor import dispatch
+from .tensor.tensor import Tensor
+
+if TYPE_CHECKING:
+    from .nn.module import Module
+    from .optim.base import Optimizer
+    from .optim.grads import GradientsParams
+
+LOW_PRECISION_OPS = frozenset({"matmul", "conv2d", "conv_transpose2d", "attention"})
+FULL_PRECISION_OPS = frozenset(
+    {
+        "softmax",
+        "log_softmax",
+        "cross_entropy",
+        "cross_entropy_soft",
+        "nll_loss",
+        "layer_norm",
+        "rms_norm",
+        "batch_norm",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+    }
+)
+_BIAS_OPS = frozenset({"add", "sub", "mul", "div"})
+
+
+class Policy:
+    """Which dtype each op computes in while ``autocast`` is active.
+
+    Args:
+        dtype: ``em.bfloat16`` or ``em.float16``: the compute dtype of ``low_precision`` ops.
+        low_precision: Op names computed in ``dtype`` (default ``LOW_PRECISION_OPS``).
+        full_precision: Op names computed in float32 (default ``FULL_PRECISION_OPS``).
+    """
+
+    def __init__(
+        self,
+        dtype: DType,
+        low_precision: frozenset[str] = LOW_PRECISION_OPS,
+        full_precision: frozenset[str] = FULL_PRECISION_OPS,
+    ) -> None:
+        d = as_dtype(dtype)
+        if d is not bfloat16 and d is not float16:
+            raise DTypeError(
+                f"autocast: expected em.bfloat16 or em.float16 as the compute dtype, got "
+                f"{d.name}. Outside autocast everything runs in the tensors' own dtypes."
+            )
+        self.dtype = d
+        self.low_precision = low_precision
+        self.full_precision = full_precision
+
+    def __call__(self, spec: Any, xs: Sequence[Tensor]) -> Any:
+        """The operands of ``spec`` cast to the dtypes this policy computes it in."""
+        name = spec.name
+        if name in self.low_precision:
+            return _cast_floats(xs, self.dtype, lambda d: d is not self.dtype)
+        if name in self.full_precision:
+            return _cast_floats(xs, float32, lambda d: d is self.dtype)
+        if name in _BIAS_OPS and len(xs) == 2:
+            a, c = xs
+            da, dc = a.dtype, c.dtype
+            low = self.dtype
+            if da is low and dc is float32 and c.numel() < a.numel():
+                return a, dispatch.cast(c, low)
+            if dc is low and da is float32 and a.numel() < c.numel():
+                return dispatch.cast(a, low), c
+        return xs
+
+    def __repr__(self) -> str:
+        return f"amp.Policy({self.dtype!r})"
+
+
+def _cast_floats(xs: Sequence[Tensor], to: DType, want: Any) -> Any:
+    out = [dispatch.cast(x, to) if x.dtype.is_float and want(x.dtype) else x for x in xs]
+    return out if isinstance(xs, list) else tuple(out)
+
+
+def current_policy() -> Policy | None:
+    """The active policy, or ``None`` outside ``autocast``."""
+    hook = dispatch.autocast
+    return hook if isinstance(hook, Policy) else None
+
+
+@contextmanager
+def autocast(dtype: DType | Policy = bfloat16, enabled: bool = True) -> Iterator[Policy | None]:
+    """Run the ops in the block under a mixed-precision ``Policy`` (nests; restores on exit).
+
+    Args:
+        dtype: ``em.bfloat16`` (default) or ``em.float16``, or a ready ``Policy``.
+        enabled: ``False`` runs the block in full precision (handy for a command-line switch).
+
+    Yields:
+        The active policy (``None`` when disabled).
+    """
+    policy = None
+    if enabled:
+        policy = dtype if isinstance(dtype, Policy) else Policy(dtype)
+    previous = dispatch.autocast
+    dispatch.autocast = policy
+    try:
+        yield policy
+    finally:
+        dispatch.autocast = previous
+
+
+class GradScaler:
+    """Dynamic loss scaling for float16 training (bfloat16 needs none).
+
+    The loss is multiplied by ``scale`` before backward so small float16 gradients do not flush
+    to zero; ``step`` divides the gradients by it, skips the update when any gradient is inf or
+    NaN, and adapts the scale: times ``backoff_factor`` after an overflow, times
+    ``growth_factor`` after ``growth_interval`` clean steps. The finiteness check reads one
+    scalar back from the device per step.
+
+    Example:
+        >>> scaler = GradScaler(init_scale=1024.0)
+        >>> scaler.scale(em.tensor(2.0)).item()
+        2048.0
+    """
+
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+    ) -> None:
+        if init_scale <= 0 or growth_factor <= 1 or not 0 < backoff_factor < 1:
+            raise ValueError(
+                "GradScaler: expected init_scale > 0, growth_factor > 1 and 0 < backoff_factor "
+                f"< 1, got {init_scale}, {growth_factor}, {backoff_factor}."
+            )
+        self.scale_value = float(init_scale)
+        self.growth_factor = float(growth_factor)
+        self.backoff_factor = float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self._clean_steps = 0
+
+    def scale(self, loss: Tensor) -> Tensor:
+        """``loss * scale``, computed in float32 (call ``backward()`` on the result)."""
+        if loss.dtype is not float32:
+            loss = loss.cast(float32)
+        return loss * self.scale_value
+
+    def unscale(self, grads: GradientsParams) -> bool:
+        """Divide every gradient in ``grads`` by the scale; ``True`` when all are finite."""
+        inv = 1.0 / self.scale_value
+        probe: Tensor | None = None
+        for pid, g in grads.items():
+            g = g * inv
+            grads.register(pid, g)
+            # g * 0 is 0 where g is finite and NaN where it is inf or NaN
+            s = (g * 0.0).sum().cast(float32)
+            probe = s if probe is None else probe + s.to_device(probe.device)
+        return probe is None or math.isfinite(float(probe.item()))
+
+    def update(self, finite: bool) -> None:
+        """Adapt the scale after a step whose gradients were (or were not) all finite."""
+        if not finite:
+            self.scale_value *= self.backoff_factor
+            self._clean_steps = 0
+            return
+        self._clean_steps += 1
+        if self._clean_steps >= self.growth_interval:
+            self.scale_value *= self.growth_factor
+            self._clean_steps = 0
+
+    def step(self, optim: Optimizer, lr: float, module: Module, grads: GradientsParams) -> Module:
+        """Unscale ``grads``, run ``optim.step`` unless a gradient overflowed, update the scale."""
+        finite = self.unscale(grads)
+        if finite:
+            module = optim.step(lr, module, grads)
+        self.update(finite)
+        return module
