@@ -12,9 +12,9 @@ Every such key is rewritten into registry ops that already have gradients:
 
 A bool tensor stands for the int indices of its true entries (``x[mask]`` selects elements,
 flattened). Python ints are basic indices (PyTorch's rule; NumPy would count an int next to a
-tensor as a 0-d index and so move ``x[1, :, idx]``'s index dim to the front). The gradient is ``select``'s:
-a scatter-add back, so repeated indices add up. Index values are read on the host to check
-their range and build the flat index.
+tensor as a 0-d index and so move ``x[1, :, idx]``'s index dim to the front). The gradient is
+``select``'s: a scatter-add back, so repeated indices add up. Index values are read on the host
+to check their range and build the flat index.
 """
 
 from __future__ import annotations
