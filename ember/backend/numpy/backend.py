@@ -166,7 +166,9 @@ class NumpyBackend:
         return np.power(x, n)
 
     def clamp(self, x: np.ndarray, min: float | None, max: float | None) -> np.ndarray:
-        return np.clip(x, min, max)
+        out = np.clip(x, min, max)
+        # ml_dtypes' bfloat16 with Python float bounds computes in float32: keep the input dtype
+        return out if out.dtype == x.dtype else out.astype(x.dtype)
 
     def where(self, mask: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(mask, x, y)
@@ -211,7 +213,10 @@ class NumpyBackend:
         return out
 
     # ---------------------------------------------------------------- linalg
-    matmul = staticmethod(np.matmul)
+    def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        out = np.matmul(x, y)
+        # ml_dtypes has no bfloat16 matmul loop (NumPy computes it in float32): keep bfloat16
+        return out if out.dtype == x.dtype else out.astype(x.dtype)
 
     # ---------------------------------------------------------------- movement
     def reshape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
