@@ -178,3 +178,59 @@ def test_load_state_dict_lists_every_mismatch() -> None:
 def test_repr_shows_children() -> None:
     text = repr(Mlp())
     assert "(l1): Linear(4, 8, bias=True)" in text and text.startswith("Mlp(")
+
+
+def _torch_device() -> em.Device:
+    try:
+        return em.Device.torch("cpu")
+    except em.DeviceError as e:
+        pytest.skip(f"torch backend unavailable: {e}")
+
+
+def test_fork_across_backends_trains_and_gradients_come_home() -> None:
+    from ember.optim import SGD, GradientsParams
+
+    tdev = _torch_device()
+    m = Mlp()
+    f = m.fork(tdev.autodiff())
+    assert f.devices() == [tdev] and m.devices() == [em.Device.cpu()]
+    x = _x().to_device(tdev)
+    grads = GradientsParams.from_grads(f(x).sum().backward(), f)
+    home = grads.to_device(em.Device.cpu(), m)
+    assert all(g.device == em.Device.cpu() for _, g in home.items())
+    before = m.l1.weight.val().to_numpy()
+    g = home.get(m.l1.weight.id)
+    assert g is not None
+    SGD().step(0.1, m, home)
+    np.testing.assert_allclose(m.l1.weight.val().to_numpy(), before - 0.1 * g.to_numpy())
+    # the fork's parameters are untouched by the source's step
+    np.testing.assert_array_equal(f.l1.weight.val().to_numpy(), before)
+
+
+def test_to_device_across_backends_is_a_recorded_move() -> None:
+    tdev = _torch_device()
+    m = Mlp()
+    moved = m.to_device(tdev)
+    assert moved.devices() == [tdev]
+    assert moved.l1.weight.val().is_tracked() and not moved.l1.weight.val().is_require_grad()
+    grads = moved(_x().to_device(tdev)).sum().backward()
+    g = m.l1.weight.val().grad(grads)
+    assert g is not None and g.device == em.Device.cpu()
+
+
+def test_step_moves_state_to_the_parameters_device() -> None:
+    from ember.optim import Adam, GradientsParams
+
+    tdev = _torch_device()
+    m = Linear(2, 2, device=AD, dtype=em.float64)
+    optim = Adam()
+    grads = GradientsParams()
+    grads.register(m.weight.id, em.Tensor.ones((2, 2), dtype=em.float64))
+    optim.step(0.1, m, grads)
+    f = m.fork(tdev.autodiff())
+    grads = GradientsParams()
+    grads.register(m.weight.id, em.Tensor.ones((2, 2), dtype=em.float64))  # on cpu
+    optim.step(0.1, f, grads)
+    state = optim.state_of(m.weight.id)
+    assert state is not None and state["exp_avg"].device == tdev  # type: ignore[union-attr]
+    assert f.weight.val().device.without_autodiff() == tdev
