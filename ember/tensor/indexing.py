@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DTypeError, ShapeError
@@ -10,6 +11,18 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 Key = tuple[Any, ...]
+
+
+def _as_int(v: Any) -> int | None:
+    """``v`` as a Python int (NumPy integers included), or ``None`` if it is not an integer."""
+    if type(v) is int:
+        return v
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
 
 
 def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
@@ -40,22 +53,25 @@ def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
         elif k is None:
             out.append(k)
         elif isinstance(k, slice):
-            if k.step is not None and k.step <= 0:
+            bounds = []
+            for v in (k.start, k.stop, k.step):
+                i = None if v is None else _as_int(v)
+                if v is not None and i is None:
+                    raise DTypeError(f"index: slice bounds must be ints or None, got {v!r}.")
+                bounds.append(i)
+            if bounds[2] is not None and bounds[2] <= 0:
                 raise ShapeError(
                     f"index: slice step must be positive, got {k.step}. Use flip(dims) to reverse."
                 )
-            for v in (k.start, k.stop, k.step):
-                if v is not None and not isinstance(v, int):
-                    raise DTypeError(f"index: slice bounds must be ints or None, got {v!r}.")
-            out.append(k)
+            out.append(slice(*bounds))
             axis += 1
-        elif isinstance(k, int) and not isinstance(k, bool):
+        elif (i := _as_int(k)) is not None:
             n = shape[axis]
-            if not -n <= k < n:
+            if not -n <= i < n:
                 raise ShapeError(
-                    f"index: index {k} is out of range for axis {axis} of size {n} (shape {shape})."
+                    f"index: index {i} is out of range for axis {axis} of size {n} (shape {shape})."
                 )
-            out.append(k + n if k < 0 else k)
+            out.append(i + n if i < 0 else i)
             axis += 1
         else:
             raise DTypeError(
