@@ -41,8 +41,16 @@ def _float(op: str, x: Any, what: str = "input") -> Tensor:
     return t
 
 
-def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> np.ndarray:
-    """Check int ``indices`` lie in [0, n) (``ignore_index`` allowed); returns them in NumPy."""
+def _index_range(
+    op: str, indices: Tensor, n: int, ignore_index: int | None
+) -> np.ndarray | None:
+    """Check int ``indices`` lie in [0, n) (``ignore_index`` allowed); returns them in NumPy.
+
+    On a CUDA device reading the indices back would stall every training step, so the check is
+    left to the kernels (a device-side assert) and ``None`` is returned.
+    """
+    if indices.device.is_cuda:
+        return None
     a = indices.to_numpy()
     bad = (a < 0) | (a >= n)
     if ignore_index is not None:
@@ -146,6 +154,8 @@ def _index_loss(
     if reduction == "sum":
         return total
     # the mean runs over the rows that are not ignored (NaN when every row is)
+    if a is None:  # counted on the device: 0 valid rows give 0 / 0 = NaN
+        return total / (t != ignore_index).cast(total.dtype).sum()
     valid = int((a != ignore_index).sum())
     return total / valid if valid else total * float("nan")
 

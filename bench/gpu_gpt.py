@@ -1,0 +1,376 @@
+"""GPT training-step benchmark on the PyTorch backend: ember vs plain PyTorch eager (and compile).
+
+Three measurements, each a full training step (forward, cross-entropy, backward, AdamW update):
+
+- ``small``: 6 layers, width 512, 8 heads, context 256, batch 32, vocabulary 8192, float32 with
+  TF32 matrix products;
+- ``gpt2``: 12 layers, width 1024, 16 heads, context 1024, batch 16, vocabulary 32768, bfloat16
+  mixed precision (``ember.amp.autocast`` vs ``torch.autocast``), with model TFLOP/s;
+- ``memory``: the ``gpt2`` model under ``Balanced`` vs ``Disabled`` gradient checkpointing: peak
+  CUDA memory and step time.
+
+Both models are the same pre-norm GPT-2 (learned positions, tanh GELU, biases, untied LM head)
+and call the same kernels (cuBLAS, flash / memory-efficient attention, fused layer norm). The
+ember model is built from ``em.nn`` layers and ``em.nn.functional``.
+
+Usage:
+    python bench/gpu_gpt.py [--only small,gpt2,memory] [--steps 20] [--json out.json]
+    python bench/gpu_gpt.py --tiny --device torch:cpu     # a seconds-long smoke run on a CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import torch
+import torch.nn.functional as TF
+
+import ember as em
+import ember.nn.functional as F
+from ember import amp
+from ember.tensor.device import parse_device
+
+Strategy = em.GradientCheckpointingStrategy
+
+
+@dataclass(frozen=True)
+class Config:
+    """Model, batch and precision of one workload."""
+
+    n_layer: int
+    n_embd: int
+    n_head: int
+    block_size: int
+    batch: int
+    vocab: int
+    bf16: bool
+
+    def n_params(self) -> int:
+        c, v = self.n_embd, self.vocab
+        per_layer = 12 * c * c + 13 * c  # qkv, proj, fc, fc-proj weights and biases; 2 norms
+        return self.n_layer * per_layer + v * c + self.block_size * c + 2 * c + c * v
+
+    def flops_per_step(self) -> float:
+        """6 N per token for the weights (no position table) plus 12 L C T for attention."""
+        n = self.n_params() - self.block_size * self.n_embd
+        tokens = self.batch * self.block_size
+        return tokens * (6.0 * n + 12.0 * self.n_layer * self.n_embd * self.block_size)
+
+
+SMALL = Config(6, 512, 8, 256, 32, 8192, bf16=False)
+GPT2 = Config(12, 1024, 16, 1024, 16, 32768, bf16=True)
+TINY = Config(2, 64, 4, 32, 4, 128, bf16=False)
+
+
+# ---------------------------------------------------------------- the ember model
+class EmberAttention(em.nn.Module):
+    """Causal multi-head self-attention: (B, T, C) -> (B, T, C)."""
+
+    def __init__(self, cfg: Config, device: em.Device) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = em.nn.Linear(cfg.n_embd, 3 * cfg.n_embd, device=device)
+        self.proj = em.nn.Linear(cfg.n_embd, cfg.n_embd, device=device)
+
+    def forward(self, x: em.Tensor) -> em.Tensor:
+        B, T, C = x.shape
+        H = self.n_head
+        q, k, v = self.qkv(x).split(C, 2)
+        # (B, T, C) -> (B, H, T, C // H)
+        q, k, v = (t.reshape((B, T, H, C // H)).swap_dims(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.swap_dims(1, 2).reshape((B, T, C)))
+
+
+class EmberBlock(em.nn.Module):
+    """Pre-norm block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, cfg: Config, device: em.Device) -> None:
+        super().__init__()
+        c = cfg.n_embd
+        self.ln1 = em.nn.LayerNorm(c, device=device)
+        self.attn = EmberAttention(cfg, device)
+        self.ln2 = em.nn.LayerNorm(c, device=device)
+        self.fc = em.nn.Linear(c, 4 * c, device=device)
+        self.fc_proj = em.nn.Linear(4 * c, c, device=device)
+
+    def forward(self, x: em.Tensor) -> em.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class EmberGPT(em.nn.Module):
+    """Token ids (B, T) -> logits (B, T, vocab)."""
+
+    def __init__(self, cfg: Config, device: em.Device) -> None:
+        super().__init__()
+        self.wte = em.nn.Embedding(cfg.vocab, cfg.n_embd, device=device)
+        self.wpe = em.nn.Embedding(cfg.block_size, cfg.n_embd, device=device)
+        self.blocks = em.nn.ModuleList([EmberBlock(cfg, device) for _ in range(cfg.n_layer)])
+        self.ln_f = em.nn.LayerNorm(cfg.n_embd, device=device)
+        self.lm_head = em.nn.Linear(cfg.n_embd, cfg.vocab, bias=False, device=device)
+
+    def forward(self, idx: em.Tensor) -> em.Tensor:
+        T = idx.shape[1]
+        pos = em.Tensor.arange(0, T, device=idx.device.without_autodiff())
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def ember_step(cfg: Config) -> Callable[[Any, Any, Any, Any], Any]:
+    """One training step of the ember model; returns (model, loss)."""
+    policy = amp.Policy(em.bfloat16) if cfg.bf16 else None
+
+    def step(model: EmberGPT, optim: Any, idx: em.Tensor, tgt: em.Tensor) -> Any:
+        with amp.autocast(policy or em.bfloat16, enabled=policy is not None):
+            logits = model(idx)
+            B, T, V = logits.shape
+            loss = F.cross_entropy(logits.reshape((B * T, V)), tgt.reshape((B * T,)))
+        grads = em.optim.GradientsParams.from_grads(loss.backward(), model)
+        return optim.step(3e-4, model, grads), loss
+
+    return step
+
+
+# ---------------------------------------------------------------- the PyTorch model
+class TorchAttention(torch.nn.Module):
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = torch.nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = torch.nn.Linear(cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        H = self.n_head
+        q, k, v = self.qkv(x).split(C, 2)
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+        y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class TorchBlock(torch.nn.Module):
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        c = cfg.n_embd
+        self.ln1 = torch.nn.LayerNorm(c)
+        self.attn = TorchAttention(cfg)
+        self.ln2 = torch.nn.LayerNorm(c)
+        self.fc = torch.nn.Linear(c, 4 * c)
+        self.fc_proj = torch.nn.Linear(4 * c, c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc_proj(TF.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class TorchGPT(torch.nn.Module):
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.wte = torch.nn.Embedding(cfg.vocab, cfg.n_embd)
+        self.wpe = torch.nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.blocks = torch.nn.ModuleList([TorchBlock(cfg) for _ in range(cfg.n_layer)])
+        self.ln_f = torch.nn.LayerNorm(cfg.n_embd)
+        self.lm_head = torch.nn.Linear(cfg.n_embd, cfg.vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def torch_step(cfg: Config, model: torch.nn.Module, compiled: bool) -> Callable[..., Any]:
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    fwd = torch.compile(model) if compiled else model
+    dev_type = next(model.parameters()).device.type
+
+    def step(idx: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(dev_type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            logits = fwd(idx)
+            loss = TF.cross_entropy(logits.view(-1, cfg.vocab), tgt.view(-1))
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        return loss
+
+    return step
+
+
+# ---------------------------------------------------------------- timing
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time(run: Callable[[], Any], device: torch.device, warmup: int, steps: int) -> list[float]:
+    """Per-step milliseconds: ``steps`` steps each timed to completion after ``warmup`` steps."""
+    for _ in range(warmup):
+        run()
+    _sync(device)
+    out = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        run()
+        _sync(device)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _batch(cfg: Config, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device="cpu").manual_seed(0)
+    idx = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block_size), generator=g)
+    tgt = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block_size), generator=g)
+    return idx.to(device), tgt.to(device)
+
+
+def _peak_reset(device: torch.device) -> int:
+    gc.collect()
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    return int(torch.cuda.memory_allocated(device))
+
+
+def _peak(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    return int(torch.cuda.max_memory_allocated(device))
+
+
+def run_ember(
+    cfg: Config, dev: em.Device, warmup: int, steps: int, strategy: Any = Strategy.Disabled
+) -> dict[str, Any]:
+    """Step time and peak memory of the ember model under ``strategy``."""
+    tdev = dev.b.device
+    ad = dev.autodiff()
+    if strategy is Strategy.Balanced:
+        ad = ad.gradient_checkpointing()
+    model = EmberGPT(cfg, ad)
+    optim = em.optim.AdamW(weight_decay=0.01)
+    idx_t, tgt_t = _batch(cfg, tdev)
+    idx = em.Tensor.from_data(idx_t.cpu().numpy(), device=dev)
+    tgt = em.Tensor.from_data(tgt_t.cpu().numpy(), device=dev)
+    step = ember_step(cfg)
+    state = {"model": model}
+
+    def run() -> None:
+        state["model"], _ = step(state["model"], optim, idx, tgt)
+
+    run()  # optimizer state exists from here on: the baseline of the memory reading
+    base = _peak_reset(tdev)
+    run()
+    peak = _peak(tdev)
+    ms = _time(run, tdev, warmup, steps)
+    out = _summary(ms, cfg)
+    out.update(peak_bytes=peak, resident_bytes=base, step_peak_bytes=peak - base)
+    del state, model, optim
+    return out
+
+
+def run_torch(
+    cfg: Config, tdev: torch.device, warmup: int, steps: int, compiled: bool
+) -> dict[str, Any]:
+    """Step time and peak memory of the PyTorch model (eager, or torch.compile)."""
+    model = TorchGPT(cfg).to(tdev)
+    step = torch_step(cfg, model, compiled)
+    idx, tgt = _batch(cfg, tdev)
+    step(idx, tgt)
+    base = _peak_reset(tdev)
+    step(idx, tgt)
+    peak = _peak(tdev)
+    ms = _time(lambda: step(idx, tgt), tdev, warmup, steps)
+    out = _summary(ms, cfg)
+    out.update(peak_bytes=peak, resident_bytes=base, step_peak_bytes=peak - base)
+    del model, step
+    return out
+
+
+def _summary(ms: list[float], cfg: Config) -> dict[str, Any]:
+    med = statistics.median(ms)
+    return {
+        "ms_median": round(med, 3),
+        "ms_min": round(min(ms), 3),
+        "ms_mean": round(statistics.fmean(ms), 3),
+        "tflops": round(cfg.flops_per_step() / (med * 1e-3) / 1e12, 1),
+    }
+
+
+def _guard(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one measurement; a failure (torch.compile missing a compiler, say) is reported."""
+    try:
+        return fn()
+    except Exception as e:  # report and keep going: the other measurements still count
+        print(f"[{name}] failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return {"error": f"{type(e).__name__}: {e}"[:400]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", default="small,gpt2,memory")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--tiny", action="store_true", help="tiny sizes, for a smoke run")
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    dev = parse_device(args.device)
+    tdev = dev.b.device
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")
+    results: dict[str, Any] = {"device": str(dev), "torch": torch.__version__}
+    if tdev.type == "cuda":
+        results["gpu"] = torch.cuda.get_device_name(tdev)
+    todo = args.only.split(",")
+    w, n = args.warmup, args.steps
+    for name in todo:
+        cfg = {"small": SMALL, "gpt2": GPT2, "memory": GPT2}[name]
+        if args.tiny:
+            cfg = replace(TINY, bf16=cfg.bf16)
+        r: dict[str, Any] = {"config": asdict(cfg), "params": cfg.n_params()}
+        if name in ("small", "gpt2"):
+            r["ember"] = _guard(name, lambda: run_ember(cfg, dev, w, n))
+            r["torch_eager"] = _guard(name, lambda: run_torch(cfg, tdev, w, n, False))
+            if not args.no_compile:
+                r["torch_compile"] = _guard(name, lambda: run_torch(cfg, tdev, w, n, True))
+            e, t = r["ember"].get("ms_median"), r["torch_eager"].get("ms_median")
+            if e and t:
+                r["ember_over_eager"] = round(e / t, 3)
+        else:
+            r["disabled"] = _guard(name, lambda: run_ember(cfg, dev, w, n, Strategy.Disabled))
+            r["balanced"] = _guard(name, lambda: run_ember(cfg, dev, w, n, Strategy.Balanced))
+            d, b = r["disabled"], r["balanced"]
+            if "ms_median" in d and "ms_median" in b:
+                r["time_ratio"] = round(b["ms_median"] / d["ms_median"], 3)
+                if d["peak_bytes"]:
+                    r["peak_ratio"] = round(b["peak_bytes"] / d["peak_bytes"], 3)
+                    r["step_peak_ratio"] = round(b["step_peak_bytes"] / d["step_peak_bytes"], 3)
+        results[name] = r
+        print(json.dumps({name: r}), flush=True)
+        gc.collect()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    assert math.isfinite(GPT2.flops_per_step())
+    raise SystemExit(main())
