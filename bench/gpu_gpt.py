@@ -279,7 +279,6 @@ def run_ember(
     ms = _time(run, tdev, warmup, steps)
     out = _summary(ms, cfg)
     out.update(peak_bytes=peak, resident_bytes=base, step_peak_bytes=peak - base)
-    del state, model, optim
     return out
 
 
@@ -297,7 +296,6 @@ def run_torch(
     ms = _time(lambda: step(idx, tgt), tdev, warmup, steps)
     out = _summary(ms, cfg)
     out.update(peak_bytes=peak, resident_bytes=base, step_peak_bytes=peak - base)
-    del model, step
     return out
 
 
@@ -346,16 +344,16 @@ def main(argv: list[str] | None = None) -> int:
             cfg = replace(TINY, bf16=cfg.bf16)
         r: dict[str, Any] = {"config": asdict(cfg), "params": cfg.n_params()}
         if name in ("small", "gpt2"):
-            r["ember"] = _guard(name, lambda: run_ember(cfg, dev, w, n))
-            r["torch_eager"] = _guard(name, lambda: run_torch(cfg, tdev, w, n, False))
+            r["ember"] = _guard(name, lambda c=cfg: run_ember(c, dev, w, n))
+            r["torch_eager"] = _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, False))
             if not args.no_compile:
-                r["torch_compile"] = _guard(name, lambda: run_torch(cfg, tdev, w, n, True))
+                r["torch_compile"] = _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, True))
             e, t = r["ember"].get("ms_median"), r["torch_eager"].get("ms_median")
             if e and t:
                 r["ember_over_eager"] = round(e / t, 3)
         else:
-            r["disabled"] = _guard(name, lambda: run_ember(cfg, dev, w, n, Strategy.Disabled))
-            r["balanced"] = _guard(name, lambda: run_ember(cfg, dev, w, n, Strategy.Balanced))
+            for key, s in (("disabled", Strategy.Disabled), ("balanced", Strategy.Balanced)):
+                r[key] = _guard(name, lambda c=cfg, s=s: run_ember(c, dev, w, n, s))
             d, b = r["disabled"], r["balanced"]
             if "ms_median" in d and "ms_median" in b:
                 r["time_ratio"] = round(b["ms_median"] / d["ms_median"], 3)
