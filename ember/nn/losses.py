@@ -41,9 +41,7 @@ def _float(op: str, x: Any, what: str = "input") -> Tensor:
     return t
 
 
-def _index_range(
-    op: str, indices: Tensor, n: int, ignore_index: int | None
-) -> np.ndarray | None:
+def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> np.ndarray | None:
     """Check int ``indices`` lie in [0, n) (``ignore_index`` allowed); returns them in NumPy.
 
     On a CUDA device reading the indices back would stall every training step, so the check is
