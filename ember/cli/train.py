@@ -228,10 +228,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     elapsed = time.perf_counter() - t0
     summary: dict[str, Any] = {"epochs": len(history), "steps": learner.steps, "time_s": elapsed}
     if args.model == "gpt":
-        final = learner.evaluate(valid)
-        summary["val_loss"] = final["valid_loss"]
+        last = history[-1]
+        summary["val_loss"] = last["valid_loss"]
+        summary["train_loss"] = last["train_loss"]
         learner.display.message(
-            f"val loss {final['valid_loss']:.4f} (perplexity {final['valid_perplexity']:.2f}) "
+            f"val loss {last['valid_loss']:.4f} (perplexity {last['valid_perplexity']:.2f}) "
             f"after {learner.steps} steps in {elapsed:.1f}s"
         )
     else:

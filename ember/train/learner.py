@@ -208,6 +208,7 @@ class Learner:
         acc = GradientsAccumulator() if self.grad_accumulation > 1 else None
         pending = 0
         examples = 0
+        tokens = 0
         t0 = time.perf_counter()
         done = 0
         for batch in train:
@@ -216,6 +217,7 @@ class Learner:
             grads = GradientsParams.from_grads(scaled.backward(), self.model)
             n = int(batch[0].shape[0])
             examples += n
+            tokens += batch[0].numel() if batch[0].ndim == 2 and not batch[0].dtype.is_float else 0
             if acc is not None:
                 acc.accumulate(self.model, grads)
                 pending += 1
@@ -240,6 +242,8 @@ class Learner:
         row = self._metric_values("train")
         row["lr"] = lr_metric.compute()
         row["examples_per_s"] = examples / elapsed if elapsed > 0 else math.nan
+        if tokens:
+            row["tokens_per_s"] = tokens / elapsed if elapsed > 0 else math.nan
         row["time_s"] = elapsed
         return row
 
@@ -322,6 +326,9 @@ class Learner:
             row: dict[str, float] = {"epoch": float(self.epoch + 1)}
             row.update(self._train_epoch(train, epochs))
             if valid is not None:
+                set_epoch = getattr(valid, "set_epoch", None)
+                if set_epoch is not None:  # validation batches depend on the epoch alone
+                    set_epoch(self.epoch)
                 row.update(self.evaluate(valid))
             self.epoch += 1
             self.history.append(row)
