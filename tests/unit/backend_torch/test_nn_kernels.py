@@ -14,6 +14,8 @@ torch = pytest.importorskip("torch")
 
 NP = em.Device.cpu().b
 TB = em.Device.torch("cpu").b
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+PLACES = ["cpu", pytest.param("cuda:0", marks=[pytest.mark.cuda, _CUDA])]
 _rng = np.random.default_rng(0)
 
 
@@ -138,8 +140,8 @@ CASES: dict[str, list[tuple[Any, ...]]] = {
 }
 
 
-def _to_torch(a: Any) -> Any:
-    return TB.from_numpy(a) if isinstance(a, np.ndarray) else a
+def _to_torch(a: Any, b: Any = TB) -> Any:
+    return b.from_numpy(a) if isinstance(a, np.ndarray) else a
 
 
 def _compare(name: str, got: Any, want: Any) -> None:
@@ -158,13 +160,15 @@ def _compare(name: str, got: Any, want: Any) -> None:
     np.testing.assert_allclose(got_np, want, rtol=1e-9, atol=1e-11, err_msg=name)
 
 
+@pytest.mark.parametrize("where", PLACES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_kernel_matches_numpy(name: str) -> None:
+def test_kernel_matches_numpy(name: str, where: str) -> None:
+    b = em.Device.torch(where).b
     np_fn: Callable[..., Any] = getattr(NP, name)
-    t_fn: Callable[..., Any] = getattr(TB, name)
+    t_fn: Callable[..., Any] = getattr(b, name)
     for args in CASES[name]:
         want = np_fn(*args)
-        got = t_fn(*[_to_torch(a) for a in args])
+        got = t_fn(*[_to_torch(a, b) for a in args])
         _compare(name, got, want)
 
 

@@ -73,9 +73,14 @@ def _run(spec: OpSpec, arrays: tuple[np.ndarray, ...], attrs: dict[str, Any], de
     return out, grads
 
 
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+PLACES = ["cpu", pytest.param("cuda:0", marks=[pytest.mark.cuda, _CUDA])]
+
+
+@pytest.mark.parametrize("where", PLACES)
 @pytest.mark.parametrize("spec", [s for s in OPS.values() if s.name not in _SKIP_ROWS], ids=str)
-def test_row_matches_numpy(spec: OpSpec) -> None:
-    np_dev, t_dev = em.Device.cpu(), em.Device.torch("cpu")
+def test_row_matches_numpy(spec: OpSpec, where: str) -> None:
+    np_dev, t_dev = em.Device.cpu(), em.Device.torch(where)
     for arrays, attrs in _samples(spec):
         out_np, g_np = _run(spec, arrays, attrs, np_dev)
         out_t, g_t = _run(spec, arrays, attrs, t_dev)
