@@ -213,16 +213,27 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
 
 
 def as_scalar(op: str, value: Any) -> int | float | bool:
-    """A Python number from ``value`` (Python or NumPy scalar), or a ``DTypeError``."""
-    if isinstance(value, (bool, int, float)):
+    """A Python number from ``value`` (Python or NumPy scalar), or a ``DTypeError``.
+
+    NumPy scalars become Python numbers, so they never change a tensor's dtype either
+    (``np.float64`` subclasses ``float`` but would otherwise upcast a float32 array).
+    """
+    tv = type(value)
+    if tv is float or tv is int or tv is bool:
         return value
-    if isinstance(value, np.generic) or isinstance(value, Number):
-        try:
-            item = value.item()  # type: ignore[union-attr]
-        except AttributeError:
-            item = float(value)  # type: ignore[arg-type]
+    if isinstance(value, np.generic):
+        item = value.item()
         if isinstance(item, (bool, int, float)):
             return item
+    elif isinstance(value, bool):
+        return bool(value)
+    elif isinstance(value, int):
+        return int(value)
+    elif isinstance(value, Number):
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            pass
     raise DTypeError(
         f"{op}: expected a Tensor or a Python number, got {type(value).__name__}. "
         "Wrap arrays with em.tensor(...) first."

@@ -101,3 +101,31 @@ def test_promotion_under_autodiff_keeps_gradients_in_the_leaf_dtype(device: em.D
     g = x.grad(out.sum().backward())
     assert g is not None and g.dtype is em.float16
     np.testing.assert_array_equal(g.to_numpy().astype(np.float64), [3.0, 4.0])
+
+
+@pytest.mark.parametrize(
+    ("x", "value", "want"),
+    [
+        (f32, np.float64(2.0), f32),
+        (f16, np.float64(0.5), f16),
+        (f32, np.float32(2.0), f32),
+        (i32, np.int64(3), i32),
+        (i64, np.float64(0.5), f32),
+        (b, np.bool_(True), b),
+    ],
+    ids=str,
+)
+def test_numpy_scalars_behave_like_python_scalars(
+    device: em.Device, x: em.DType, value: object, want: em.DType
+) -> None:
+    t = em.Tensor.from_data([1, 0], device=device, dtype=x)
+    outs = [t == value, value == t] if x is b else [t + value, value * t, t - value]
+    for out in outs:
+        assert out.dtype is (b if x is b else want)
+
+
+def test_unsupported_scalars_raise(device: em.Device) -> None:
+    t = em.Tensor.from_data([1.0], device=device)
+    for bad in (1j, "2", None):
+        with pytest.raises(em.DTypeError, match="add_scalar: expected a Tensor or a Python number"):
+            _ = t + bad
