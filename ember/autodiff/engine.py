@@ -103,31 +103,58 @@ def run_backward(root: Node, seed: Any) -> Gradients:
 
 
 class _Recompute:
-    """Values of ``Balanced`` nodes during one backward: kept outputs or recomputed ones."""
+    """Values of ``Balanced`` nodes during one backward: kept outputs or recomputed ones.
 
-    __slots__ = ("cache", "counts", "uses")
+    Built once per pass from the nodes the pass will run. A planning walk (children before
+    parents) finds which recipe nodes' values will actually be asked for (``needed``) and counts,
+    per node, the claims on its value: each fetch by a ``Balanced`` child that saves inputs, each
+    recompute of a needed recipe child, and a recipe node's own step when its rule reads its
+    output. A recomputed value is cached and dropped when its last claim is settled, so it is
+    computed once per pass and released right after its last use. Recomputation walks the graph
+    with an explicit stack, so deep chains hit no recursion limit.
+    """
+
+    __slots__ = ("cache", "counts", "needed", "uses")
 
     def __init__(self, children: dict[Node, int], root: Node) -> None:
-        nodes = [root, *children]
         self.cache: dict[Node, Any] = {}
-        self.counts: dict[int, int] = {}
-        # how often each node's value will still be asked for in this pass
+        self.counts: dict[int, int] = {}  # node id -> times recomputed in this pass
         uses: dict[Node, int] = {}
-        for c in nodes:
+        needed: set[Node] = set()
+        # Kahn order from the root: a node comes after all of its children, so whether its value
+        # is needed is settled by the time it is reached
+        pending = dict(children)
+        ready = [root]
+        while ready:
+            c = ready.pop()
+            parents = c.parents
+            for p in parents:
+                if p is not None:
+                    k = pending[p] - 1
+                    if k:
+                        pending[p] = k
+                    else:
+                        ready.append(p)
             spec = c.spec
             if spec is None or not c.balanced:
                 continue
             if c.recipe:
-                for p in c.parents:
-                    if p is not None:
-                        uses[p] = uses.get(p, 0) + 1
                 if spec.saves_output:
+                    needed.add(c)
                     uses[c] = uses.get(c, 0) + 1
+                if c in needed:  # recomputing c reads every parent once
+                    for p in parents:
+                        if p is not None:  # always: a recipe node's parents are all tracked
+                            needed.add(p)
+                            uses[p] = uses.get(p, 0) + 1
             if spec.saves_inputs:
-                for p in c.parents:
-                    if p is not None:
+                saved = c.inputs
+                for i, p in enumerate(parents):
+                    if p is not None and (saved is None or saved[i] is None):
+                        needed.add(p)
                         uses[p] = uses.get(p, 0) + 1
         self.uses = uses
+        self.needed = needed
 
     def _release(self, n: Node) -> None:
         u = self.uses.get(n, 0) - 1
@@ -136,42 +163,51 @@ class _Recompute:
             self.cache.pop(n, None)
 
     def value(self, n: Node) -> Any:
-        """``n``'s output, recomputing missing ancestors iteratively (no recursion limit)."""
-        if n.output is not None:
-            return n.output
-        v = self.cache.get(n)
+        """``n``'s output: kept, cached, or recomputed with its missing ancestors (iteratively)."""
+        out = n.output
+        if out is not None:
+            return out
+        cache = self.cache
+        v = cache.get(n)
         if v is not None:
             return v
-        cache = self.cache
+        counts = self.counts
         stack = [n]
         while stack:
             m = stack[-1]
             if m in cache:
                 stack.pop()
                 continue
-            missing = [
-                p for p in m.parents if p is not None and p.output is None and p not in cache
-            ]
+            args = []
+            missing = False
+            parents: tuple[Node, ...] = m.parents  # type: ignore[assignment]  # recipe: all tracked
+            for p in parents:
+                a = p.output
+                if a is None:
+                    a = cache.get(p)
+                    if a is None:
+                        stack.append(p)
+                        missing = True
+                args.append(a)
             if missing:
-                stack.extend(missing)
                 continue
             stack.pop()
-            args = []
-            for p in m.parents:
-                assert p is not None  # recipe nodes have only tracked parents
-                args.append(p.output if p.output is not None else cache[p])
-            cache[m] = run_forward(m.b, m.spec, args, m.attrs)
-            self.counts[m.id] = self.counts.get(m.id, 0) + 1
-            for p in m.parents:
-                if p is not None:
+            b = m.b
+            out = run_forward(b, m.spec, args, m.attrs)
+            if type(out) is not b.array_type:
+                out = b.asarray(out)
+            cache[m] = out
+            counts[m.id] = counts.get(m.id, 0) + 1
+            if m in self.needed:  # settle the claims this recompute held on its parents
+                for p in parents:
                     self._release(p)
-            m.recipe = False  # its parents' claims for this recompute are settled
         return cache[n]
 
     def step(self, n: Node, g: Any) -> Any:
+        """Run ``n``'s backward rule on fetched values, then settle its claims."""
         spec = n.spec
-        saved = n.inputs
         if spec.saves_inputs:
+            saved = n.inputs
             vals = []
             for i, p in enumerate(n.parents):
                 v = saved[i] if saved is not None else None
@@ -184,13 +220,26 @@ class _Recompute:
             n.output = self.value(n)
             self._release(n)
         result = spec.backward(n, g)
-        self.skip(n)
+        self._settle_recompute(n)
+        self.cache.pop(n, None)
         return result
 
     def skip(self, n: Node) -> None:
-        """``n``'s step is over: settle claims it still holds and drop its cached value."""
-        if n.recipe:  # never recomputed: its recompute claims on the parents lapse
+        """``n``'s step runs without a gradient: settle every claim it holds, drop its value."""
+        spec = n.spec
+        if spec.saves_inputs:
+            saved = n.inputs
+            for i, p in enumerate(n.parents):
+                if p is not None and (saved is None or saved[i] is None):
+                    self._release(p)
+        if spec.saves_output and n.recipe:
+            self._release(n)
+        self._settle_recompute(n)
+        self.cache.pop(n, None)
+
+    def _settle_recompute(self, n: Node) -> None:
+        # a needed recipe node that was never recomputed will not be now: its claims lapse
+        if n.recipe and n.id not in self.counts and n in self.needed:
             for p in n.parents:
                 if p is not None:
                     self._release(p)
-        self.cache.pop(n, None)
