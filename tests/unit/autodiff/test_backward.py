@@ -67,6 +67,24 @@ def test_a_rejected_backward_consumes_nothing(device: em.Device) -> None:
     np.testing.assert_allclose(grad_of(x, fresh.sum().backward()), 3.0 * np.cos(X))
 
 
+def test_a_loss_whose_upstream_was_consumed_raises_and_stays_unconsumed(device: em.Device) -> None:
+    x = leaf(device)
+    a = x.exp()
+    b, c = a.sin(), a.cos()  # c's own step is fresh, its parent a's is not after b's backward
+    b.sum().backward()
+    loss = c.sum()
+    with pytest.raises(em.AutodiffError, match=r"already consumed \(op 'exp'"):
+        loss.backward()
+    assert c._node is not None and not c._node.consumed
+    assert loss._node is not None and not loss._node.consumed
+
+
+def test_backward_from_a_leaf(device: em.Device) -> None:
+    x = leaf(device)
+    np.testing.assert_array_equal(grad_of(x, x.backward()), np.ones(X.shape))
+    np.testing.assert_array_equal(grad_of(x, x.backward()), np.ones(X.shape))  # never consumed
+
+
 def test_leaves_are_reusable_across_passes(device: em.Device) -> None:
     x = leaf(device)
     w = leaf(device, np.array([[1.0], [2.0], [-1.0]]))
@@ -192,6 +210,32 @@ def test_gradient_dtype_follows_the_leaf(device: em.Device) -> None:
     g = x.grad(grads)
     assert g is not None and g.dtype is em.float32
     np.testing.assert_array_equal(g.to_numpy(), np.full(3, 2.0, np.float32))
+
+
+def test_gradients_of_plain_constants_are_never_computed(
+    device: em.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember.ops.registry import OPS
+
+    spec = OPS["mul"]
+    rule = spec.backward
+    assert rule is not None
+    seen: list[tuple[object, ...]] = []
+
+    def spy(ctx: object, grad: object) -> tuple[object, ...]:
+        out = rule(ctx, grad)
+        seen.append((tuple(p is not None for p in ctx.parents), out))  # type: ignore[attr-defined]
+        return out
+
+    monkeypatch.setattr(spec, "backward", spy)
+    x = leaf(device)
+    c = em.Tensor.from_data(X, device=device, dtype=em.float64)
+    grads = (c * x).sum().backward()
+    assert len(seen) == 1
+    needs, out = seen[0]
+    assert needs == (False, True)  # the node lists only its tracked parent
+    assert out[0] is None and out[1] is not None  # type: ignore[index]
+    np.testing.assert_array_equal(grad_of(x, grads), X)
 
 
 def test_saved_values_are_released_after_backward(device: em.Device) -> None:
