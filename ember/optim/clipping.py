@@ -21,10 +21,16 @@ def clip_grad_norm(grads: GradientsParams, max_norm: float, eps: float = 1e-6) -
     Returns:
         The global norm before clipping.
     """
-    total = math.sqrt(sum(float((g * g).sum().item()) for _, g in grads.items()))
+    items = list(grads.items())
+    sq = None
+    for _, g in items:
+        s = (g * g).sum()
+        # add on the first gradient's device so that only one value crosses to the host
+        sq = s if sq is None else sq + (s if s._dev is sq._dev else s.to_device(sq._dev))
+    total = 0.0 if sq is None else math.sqrt(float(sq.item()))
     scale = max_norm / (total + eps)
     if scale < 1.0:
-        for pid, g in grads.items():
+        for pid, g in items:
             grads._grads[pid] = g * scale
     return total
 

@@ -13,8 +13,12 @@ from .. import init
 from ..module import Module
 from ..param import Param
 
+State = tuple[Tensor, ...]
+
 
 class _Recurrent(Module):
+    """Shared machinery: parameters per layer and direction, and the loop over time steps."""
+
     gates = 1
 
     def __init__(
@@ -24,35 +28,42 @@ class _Recurrent(Module):
         num_layers: int,
         bias: bool,
         batch_first: bool,
+        bidirectional: bool,
         device: Device | None,
         dtype: DType,
     ) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.has_bias = batch_first, bias
+        self.num_directions = 2 if bidirectional else 1
         bound = 1.0 / math.sqrt(hidden_size)
         g = self.gates * hidden_size
         for layer in range(num_layers):
-            fan = input_size if layer == 0 else hidden_size
-            for name, shape in (
-                (f"weight_ih_l{layer}", (g, fan)),
-                (f"weight_hh_l{layer}", (g, hidden_size)),
-                (f"bias_ih_l{layer}", (g,)),
-                (f"bias_hh_l{layer}", (g,)),
-            ):
-                if name.startswith("bias") and not bias:
-                    continue
-                t = init.uniform(shape, -bound, bound, device=device, dtype=dtype)
-                setattr(self, name, Param(t))
+            fan = input_size if layer == 0 else hidden_size * self.num_directions
+            for suffix in ("", "_reverse")[: self.num_directions]:
+                for name, shape in (
+                    (f"weight_ih_l{layer}{suffix}", (g, fan)),
+                    (f"weight_hh_l{layer}{suffix}", (g, hidden_size)),
+                    (f"bias_ih_l{layer}{suffix}", (g,)),
+                    (f"bias_hh_l{layer}{suffix}", (g,)),
+                ):
+                    if name.startswith("bias") and not bias:
+                        continue
+                    t = init.uniform(shape, -bound, bound, device=device, dtype=dtype)
+                    setattr(self, name, Param(t))
 
-    def _layer(self, i: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    def _weights(self, layer: int, direction: int) -> tuple[Tensor, ...]:
         d = self.__dict__
-        w_ih, w_hh = d[f"weight_ih_l{i}"].val(), d[f"weight_hh_l{i}"].val()
+        s = f"l{layer}{'_reverse' if direction else ''}"
+        w_ih, w_hh = d[f"weight_ih_{s}"].val(), d[f"weight_hh_{s}"].val()
         if not self.has_bias:
-            return w_ih, w_hh, None, None
-        return w_ih, w_hh, d[f"bias_ih_l{i}"].val(), d[f"bias_hh_l{i}"].val()
+            return w_ih, w_hh
+        return w_ih, w_hh, d[f"bias_ih_{s}"].val(), d[f"bias_hh_{s}"].val()
 
-    def _check(self, x: Tensor) -> tuple[Tensor, int]:
+    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
+        raise NotImplementedError(f"{type(self).__name__}._cell: subclasses define the cell.")
+
+    def _run(self, x: Tensor, init_state: State | None, num_states: int) -> tuple[Tensor, State]:
         if x.ndim != 3 or x.shape[-1] != self.input_size:
             raise ShapeError(
                 f"{type(self).__name__}: expected an input (T, B, {self.input_size}) (or (B, T, "
@@ -60,24 +71,56 @@ class _Recurrent(Module):
             )
         if self.batch_first:
             x = x.swap_dims(0, 1)  # (B, T, C) -> (T, B, C)
-        return x, x.shape[1]
-
-    def _zeros(self, x: Tensor, batch: int) -> Tensor:
-        return Tensor.zeros(
-            (self.num_layers, batch, self.hidden_size), device=x.device, dtype=x.dtype
-        )
+        steps, batch = x.shape[0], x.shape[1]
+        nd = self.num_directions
+        if init_state is None:
+            shape = (self.num_layers * nd, batch, self.hidden_size)
+            zeros = Tensor.zeros(shape, device=x.device, dtype=x.dtype)
+            init_state = (zeros,) * num_states
+        finals: list[list[Tensor]] = [[] for _ in range(num_states)]
+        layer_in = x
+        for layer in range(self.num_layers):
+            outs = []
+            for direction in range(nd):
+                w = self._weights(layer, direction)
+                b_ih, b_hh = (w[2], w[3]) if len(w) == 4 else (None, None)
+                xw = F.linear(layer_in, w[0], b_ih)  # (T, B, gates * H), all steps at once
+                w_hh_t = w[1].transpose()
+                state = tuple(s[layer * nd + direction] for s in init_state)
+                ys: list[Tensor] = []
+                order = range(steps - 1, -1, -1) if direction else range(steps)
+                for t in order:
+                    state = self._cell(xw[t], state, w_hh_t, b_hh)
+                    ys.append(state[0])
+                if direction:
+                    ys.reverse()
+                for f, s in zip(finals, state):
+                    f.append(s)
+                outs.append(Tensor.stack(ys, 0))
+            layer_in = outs[0] if nd == 1 else Tensor.cat(outs, -1)  # (T, B, nd * H)
+        out = layer_in.swap_dims(0, 1) if self.batch_first else layer_in
+        return out, tuple(Tensor.stack(f, 0) for f in finals)
 
     def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}"
+        return (
+            f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+            f"bidirectional={self.num_directions == 2}"
+        )
 
 
 class LSTM(_Recurrent):
     """Long short-term memory, gates ``i, f, g, o`` stacked in ``weight_ih_l{k}`` ``[4H, in]``.
 
-    Returns ``(output, (h_n, c_n))`` like ``torch.nn.LSTM`` (one direction).
+    Returns ``(output, (h_n, c_n))`` like ``torch.nn.LSTM``; ``bidirectional`` adds
+    ``*_reverse`` parameters and concatenates both directions' outputs.
 
     Shapes: input ``(T, B, in)`` (``(B, T, in)`` with ``batch_first``) -> output
-    ``(T, B, H)``; ``h_n``, ``c_n``: ``(num_layers, B, H)``.
+    ``(T, B, D * H)``; ``h_n``, ``c_n``: ``(num_layers * D, B, H)`` with D directions.
+
+    Example:
+        >>> out, (h, c) = LSTM(3, 5, num_layers=2)(Tensor.ones((7, 2, 3)))
+        >>> out.shape, h.shape
+        ((7, 2, 5), (2, 2, 5))
     """
 
     gates = 4
@@ -89,49 +132,40 @@ class LSTM(_Recurrent):
         num_layers: int = 1,
         bias: bool = True,
         batch_first: bool = False,
+        bidirectional: bool = False,
         *,
         device: Device | None = None,
         dtype: DType = float32,
     ) -> None:
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, device, dtype)
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, bidirectional, device, dtype
+        )
+
+    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
+        h, c = state
+        hid = self.hidden_size
+        z = xw + h @ w_hh_t
+        if b_hh is not None:
+            z = z + b_hh
+        gi = F.sigmoid(z[:, :hid])
+        gf = F.sigmoid(z[:, hid : 2 * hid])
+        gg = z[:, 2 * hid : 3 * hid].tanh()
+        go = F.sigmoid(z[:, 3 * hid :])
+        c = gf * c + gi * gg
+        return go * c.tanh(), c
 
     def forward(
         self, x: Tensor, state: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        x, batch = self._check(x)
-        h0, c0 = (self._zeros(x, batch), self._zeros(x, batch)) if state is None else state
-        hid = self.hidden_size
-        hs, cs = [], []
-        layer_in = x
-        for i in range(self.num_layers):
-            w_ih, w_hh, b_ih, b_hh = self._layer(i)
-            xw = F.linear(layer_in, w_ih, b_ih)  # (T, B, 4H), all steps at once
-            w_hh_t = w_hh.transpose()
-            h, c = h0[i], c0[i]
-            ys = []
-            for t in range(x.shape[0]):
-                z = xw[t] + h @ w_hh_t
-                if b_hh is not None:
-                    z = z + b_hh
-                gi = F.sigmoid(z[:, :hid])
-                gf = F.sigmoid(z[:, hid : 2 * hid])
-                gg = z[:, 2 * hid : 3 * hid].tanh()
-                go = F.sigmoid(z[:, 3 * hid :])
-                c = gf * c + gi * gg
-                h = go * c.tanh()
-                ys.append(h)
-            hs.append(h)
-            cs.append(c)
-            layer_in = Tensor.stack(ys, 0)
-        out = layer_in.swap_dims(0, 1) if self.batch_first else layer_in
-        return out, (Tensor.stack(hs, 0), Tensor.stack(cs, 0))
+        out, (h, c) = self._run(x, state, 2)
+        return out, (h, c)
 
 
 class GRU(_Recurrent):
     """Gated recurrent unit, gates ``r, z, n`` stacked in ``weight_ih_l{k}`` ``[3H, in]``.
 
     ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h' = (1 - z) * n + z * h``.
-    Returns ``(output, h_n)`` like ``torch.nn.GRU`` (one direction).
+    Returns ``(output, h_n)`` like ``torch.nn.GRU``; shapes as for ``LSTM``.
     """
 
     gates = 3
@@ -143,35 +177,26 @@ class GRU(_Recurrent):
         num_layers: int = 1,
         bias: bool = True,
         batch_first: bool = False,
+        bidirectional: bool = False,
         *,
         device: Device | None = None,
         dtype: DType = float32,
     ) -> None:
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, device, dtype)
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, bidirectional, device, dtype
+        )
+
+    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
+        (h,) = state
+        hid = self.hidden_size
+        hw = h @ w_hh_t
+        if b_hh is not None:
+            hw = hw + b_hh
+        r = F.sigmoid(xw[:, :hid] + hw[:, :hid])
+        z = F.sigmoid(xw[:, hid : 2 * hid] + hw[:, hid : 2 * hid])
+        n = (xw[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
+        return (n + z * (h - n),)
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        x, batch = self._check(x)
-        h0 = self._zeros(x, batch) if state is None else state
-        hid = self.hidden_size
-        hs = []
-        layer_in = x
-        for i in range(self.num_layers):
-            w_ih, w_hh, b_ih, b_hh = self._layer(i)
-            xw = F.linear(layer_in, w_ih, b_ih)  # (T, B, 3H)
-            w_hh_t = w_hh.transpose()
-            h = h0[i]
-            ys = []
-            for t in range(x.shape[0]):
-                a = xw[t]
-                hw = h @ w_hh_t
-                if b_hh is not None:
-                    hw = hw + b_hh
-                r = F.sigmoid(a[:, :hid] + hw[:, :hid])
-                z = F.sigmoid(a[:, hid : 2 * hid] + hw[:, hid : 2 * hid])
-                n = (a[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
-                h = n + z * (h - n)
-                ys.append(h)
-            hs.append(h)
-            layer_in = Tensor.stack(ys, 0)
-        out = layer_in.swap_dims(0, 1) if self.batch_first else layer_in
-        return out, Tensor.stack(hs, 0)
+        out, (h,) = self._run(x, None if state is None else (state,), 1)
+        return out, h

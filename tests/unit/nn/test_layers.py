@@ -91,6 +91,10 @@ CASES = [
     Case("lstm", lambda: nn.LSTM(3, 5, 2, **F64), lambda: T.LSTM(3, 5, 2), [(6, 2, 3)]),
     Case("gru", lambda: nn.GRU(3, 5, batch_first=True, **F64),
          lambda: T.GRU(3, 5, batch_first=True), [(2, 6, 3)]),
+    Case("lstm_bidirectional_nobias", lambda: nn.LSTM(3, 4, 2, False, bidirectional=True, **F64),
+         lambda: T.LSTM(3, 4, 2, False, bidirectional=True), [(5, 2, 3)]),
+    Case("gru_bidirectional", lambda: nn.GRU(3, 4, 2, batch_first=True, bidirectional=True, **F64),
+         lambda: T.GRU(3, 4, 2, batch_first=True, bidirectional=True), [(2, 5, 3)]),
 ]  # fmt: skip
 
 
@@ -109,25 +113,26 @@ def _load_torch_weights(m: nn.Module, tm: torch.nn.Module) -> None:
 
 
 def run_and_compare(
-    case: Case, m: nn.Module, tm: torch.nn.Module, rng: np.random.Generator, **kw: Any
+    case: Case, m: nn.Module, tm: torch.nn.Module, rng: np.random.Generator, dev: em.Device = AD
 ) -> None:
+    """Forward both on the same inputs, then backward a random projection of the outputs."""
     xs = _inputs(case, rng)
     ex = [
-        em.Tensor.from_data(a, device=AD) if a.dtype.kind == "i" else
-        em.Tensor.from_data(a, device=AD).require_grad() for a in xs
+        em.Tensor.from_data(a, device=dev) if a.dtype.kind == "i" else
+        em.Tensor.from_data(a, device=dev).require_grad() for a in xs
     ]  # fmt: skip
     tx = [
         torch.tensor(a) if a.dtype.kind == "i" else torch.tensor(a, requires_grad=True) for a in xs
     ]
-    ys = _out_list(m(*ex, **{**case.kwargs, **kw}))
-    tys = _out_list(tm(*tx * case.repeat_torch, **{**case.kwargs, **case.torch_kwargs, **kw}))
+    ys = _out_list(m(*ex, **case.kwargs))
+    tys = _out_list(tm(*tx * case.repeat_torch, **{**case.kwargs, **case.torch_kwargs}))
     assert len(ys) == len(tys)
     loss = None
     tloss = 0
     for y, ty in zip(ys, tys):
         np.testing.assert_allclose(y.to_numpy(), ty.detach().numpy(), rtol=1e-9, atol=case.atol)
         w = rng.normal(size=y.shape)
-        term = (y * em.Tensor.from_data(w)).sum()
+        term = (y * em.Tensor.from_data(w, device=dev.without_autodiff())).sum()
         loss = term if loss is None else loss + term
         tloss = tloss + (ty * torch.tensor(w)).sum()
     if loss is None or not loss.is_tracked():
@@ -147,22 +152,25 @@ def run_and_compare(
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_matches_torch(case: Case) -> None:
+def test_matches_torch(case: Case, device: em.Device) -> None:
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     tm = case.make_torch().double()
-    m = case.make()
+    dev = device.autodiff()
+    m = case.make().fork(dev)
     assert sorted(n for n, _ in m.named_parameters()) == sorted(n for n, _ in tm.named_parameters())
     _load_torch_weights(m, tm)
-    run_and_compare(case, m, tm, rng)
+    run_and_compare(case, m, tm, rng, dev)
     for name, b in m.named_buffers():  # batch-norm running statistics after one training step
         tb = dict(tm.named_buffers())[name]
         np.testing.assert_allclose(b.to_numpy(), tb.numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
     if any(True for _ in m.named_buffers()):  # and in evaluation mode, with those statistics
         m.valid()
         tm.eval()
-        y = m(em.Tensor.from_data(_inputs(case, rng)[0]))
+        x = _inputs(case, rng)[0]
+        y = m(em.Tensor.from_data(x, device=device))
         assert not y.is_autodiff()
+        np.testing.assert_allclose(y.to_numpy(), tm(torch.tensor(x)).detach().numpy(), atol=1e-10)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -289,3 +297,22 @@ def test_initialisation_matches_torch_statistics() -> None:
     mha = nn.MultiHeadAttention(16, 4)
     assert np.all(mha.in_proj_bias.val().to_numpy() == 0)  # type: ignore[union-attr]
     assert np.abs(mha.in_proj_weight.val().to_numpy()).max() <= np.sqrt(6 / (16 + 48))
+
+
+def test_recurrent_initial_state_matches_torch() -> None:
+    torch.manual_seed(0)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(4, 2, 3))
+    h0, c0 = rng.normal(size=(2, 2, 5)), rng.normal(size=(2, 2, 5))
+    m, tm = nn.LSTM(3, 5, 2, **F64), T.LSTM(3, 5, 2).double()
+    _load_torch_weights(m, tm)
+    out, (h, c) = m(em.Tensor.from_data(x), (em.Tensor.from_data(h0), em.Tensor.from_data(c0)))
+    tout, (th, tc) = tm(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
+    for a, b in ((out, tout), (h, th), (c, tc)):
+        np.testing.assert_allclose(a.to_numpy(), b.detach().numpy(), atol=1e-12)
+    g, tg = nn.GRU(3, 5, 2, **F64), T.GRU(3, 5, 2).double()
+    _load_torch_weights(g, tg)
+    out, h = g(em.Tensor.from_data(x), em.Tensor.from_data(h0))
+    tout, th = tg(torch.tensor(x), torch.tensor(h0))
+    np.testing.assert_allclose(out.to_numpy(), tout.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(h.to_numpy(), th.detach().numpy(), atol=1e-12)
