@@ -97,28 +97,46 @@ def log_softmax_backward(grad: Tensor, out: Tensor, dim: int) -> Tensor:
 def cross_entropy(
     logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
 ) -> Tensor:
-    """Per-row loss of (R, C) logits against (R,) class indices; ignored rows give 0."""
-    return F.cross_entropy(
-        logits,
-        target.long(),
-        ignore_index=ignore_index,
-        reduction="none",
-        label_smoothing=label_smoothing,
-    )
+    """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
+    the row's logsumexp, which the backward reuses instead of a second max/sum pass."""
+    target = target.long()
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0).unsqueeze(1)
+    lse = torch.logsumexp(logits, 1)
+    picked = torch.gather(logits, 1, safe).squeeze(1)
+    eps = label_smoothing
+    if eps:
+        # smoothed target: (1 - eps) on the label, eps / C spread over every class
+        loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1)
+    else:
+        loss = lse - picked
+    return torch.stack((torch.where(valid, loss, 0), lse), 1)
 
 
 def cross_entropy_backward(
-    grad: Tensor, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
+    grad: Tensor,
+    logits: Tensor,
+    target: Tensor,
+    out: Tensor,
+    ignore_index: int,
+    label_smoothing: float,
 ) -> Tensor:
-    """g * (softmax - smoothed one-hot) per row, zero on ignored rows."""
+    """Gradient for the logits from the (R, 2) gradient of ``cross_entropy``'s output ``out``.
+
+    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax, where
+    softmax = exp(x - lse) with the kept logsumexp.
+    """
     target = target.long()
     valid = target != ignore_index
-    g = torch.where(valid, grad, 0).to(logits.dtype)
     safe = torch.where(valid, target, 0).unsqueeze(1)
-    gx = torch.softmax(logits, 1) * g.unsqueeze(1)
-    gx.scatter_add_(1, safe, (g * -(1 - label_smoothing)).unsqueeze(1))
+    g_loss = torch.where(valid, grad[:, 0], 0).to(logits.dtype)
+    g_soft = g_loss + grad[:, 1]
+    # in place on one fresh (R, C) buffer: the logits of a language model are the largest tensor
+    gx = torch.sub(logits, out[:, 1:2])
+    gx.exp_().mul_(g_soft.unsqueeze(1))
+    gx.scatter_add_(1, safe, (g_loss * -(1 - label_smoothing)).unsqueeze(1))
     if label_smoothing:
-        gx -= (g * (label_smoothing / logits.shape[1])).unsqueeze(1)
+        gx.sub_((g_loss * (label_smoothing / logits.shape[1])).unsqueeze(1))
     return gx
 
 

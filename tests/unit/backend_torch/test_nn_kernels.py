@@ -41,7 +41,8 @@ _target[2] = -100
 _keep = (_rng.random((2, 2, 4, 5)) < 0.8) / 0.8
 _x4 = _n(2, 3, 7, 6)
 _conv = ((1, 2), (1, 0), (1, 1))
-_NONE = np.asarray(0.0)  # a 0-d bias / keep mask means none
+_NONE = np.asarray(0.0)
+_xl = _n(6, 5)  # a 0-d bias / keep mask means none
 # method name -> argument lists (arrays are float64 / int64; the rest pass through)
 CASES: dict[str, list[tuple[Any, ...]]] = {
     "relu": [(_n(3, 4),)],
@@ -58,8 +59,8 @@ CASES: dict[str, list[tuple[Any, ...]]] = {
     "log_softmax_backward": [(_n(3, 5), NP.log_softmax(_n(3, 5), 1), 1)],
     "cross_entropy": [(_n(6, 5), _target, -100, 0.0), (_n(6, 5), _target, -100, 0.1)],
     "cross_entropy_backward": [
-        (_n(6), _n(6, 5), _target, -100, 0.0),
-        (_n(6), _n(6, 5), _target, -100, 0.2),
+        (_n(6, 2), _xl, _target, NP.cross_entropy(_xl, _target, -100, 0.0), -100, 0.0),
+        (_n(6, 2), _xl, _target, NP.cross_entropy(_xl, _target, -100, 0.2), -100, 0.2),
     ],
     "cross_entropy_soft": [(_n(4, 5), _probs(4, 5), 0.0), (_n(4, 5), _probs(4, 5), 0.1)],
     "cross_entropy_soft_backward": [(_n(4), _n(4, 5), _probs(4, 5), 0.1)],
