@@ -326,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--tiny", action="store_true", help="tiny sizes, for a smoke run")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--compile-only", action="store_true", help="only the torch.compile runs")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     dev = parse_device(args.device)
@@ -343,7 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.tiny:
             cfg = replace(TINY, bf16=cfg.bf16)
         r: dict[str, Any] = {"config": asdict(cfg), "params": cfg.n_params()}
-        if name in ("small", "gpt2"):
+        if args.compile_only:
+            if name in ("small", "gpt2"):
+                r["torch_compile"] = _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, True))
+        elif name in ("small", "gpt2"):
             r["ember"] = _guard(name, lambda c=cfg: run_ember(c, dev, w, n))
             r["torch_eager"] = _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, False))
             if not args.no_compile:
