@@ -66,6 +66,10 @@ def run_backward(root: Node, seed: Any) -> Gradients:
         spec = n.spec
         if spec is None:
             if g is not None and n.requirement is _GRAD:
+                v = n.output  # a leaf keeps its value
+                if v is not None and g.dtype != v.dtype:
+                    # NumPy computes some bfloat16 products in float32: give the leaf's dtype back
+                    g = n.b.cast(g, n.b.dtype_of(v))
                 store[n.id] = g
             continue
         parents = n.parents
