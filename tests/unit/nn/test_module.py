@@ -234,3 +234,67 @@ def test_step_moves_state_to_the_parameters_device() -> None:
     state = optim.state_of(m.weight.id)
     assert state is not None and state["exp_avg"].device == tdev  # type: ignore[union-attr]
     assert f.weight.val().device.without_autodiff() == tdev
+
+
+def test_module_list_and_dict_track_their_children() -> None:
+    blocks = em.nn.ModuleList([Linear(2, 2, device=AD), Linear(2, 2, device=AD)])
+    blocks.append(Linear(2, 3, device=AD))
+    assert len(blocks) == 3 and blocks[-1].weight.shape == (3, 2)  # type: ignore[attr-defined]
+    assert [n for n, _ in blocks.named_parameters()][::2] == ["0.weight", "1.weight", "2.weight"]
+    heads = em.nn.ModuleDict({"cls": Linear(2, 4, device=AD)})
+    heads["reg"] = Linear(2, 1, device=AD)
+    assert "reg" in heads and list(heads) == ["cls", "reg"] and len(heads) == 2
+    assert heads.keys() == ["cls", "reg"] and heads["cls"] is heads.values()[0]
+    with pytest.raises(KeyError):
+        heads["missing"]
+    with pytest.raises(TypeError, match="expected a Module"):
+        heads["bad"] = 3  # type: ignore[assignment]
+
+    class Net(Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = blocks
+            self.heads = heads
+
+        def forward(self, x: em.Tensor) -> em.Tensor:
+            for b in list(self.blocks)[:2]:
+                x = b(x)
+            return self.heads["cls"](x)
+
+    net = Net()
+    assert [n for n, _ in net.named_modules()][:3] == ["", "blocks", "blocks.0"]
+    assert net(em.Tensor.ones((5, 2))).shape == (5, 4)
+    f = net.fork(em.Device.cpu().autodiff())
+    assert isinstance(f.blocks, em.nn.ModuleList) and len(f.blocks) == 3
+    assert [p.id for p in f.parameters()] == [p.id for p in net.parameters()]
+
+
+def test_sequential_indexing_and_buffers_follow_the_module() -> None:
+    seq = em.nn.Sequential(Linear(3, 4, device=AD), em.nn.BatchNorm1d(4, device=AD))
+    assert len(seq) == 2 and isinstance(seq[1], em.nn.BatchNorm1d)
+    assert [n for n, _ in seq.named_buffers()] == [
+        "1.running_mean",
+        "1.running_var",
+        "1.num_batches_tracked",
+    ]
+    assert set(seq.state_dict()) == {n for n, _ in seq.named_parameters()} | {
+        n for n, _ in seq.named_buffers()
+    }
+    assert seq.num_params() == 3 * 4 + 4 + 4 + 4  # buffers are not parameters
+    seq(em.Tensor.ones((6, 3), device=AD))
+    assert not seq[1].running_mean.is_autodiff()  # type: ignore[union-attr]
+    f = seq.fork(em.Device.cpu())
+    assert int(f[1].num_batches_tracked.item()) == 1  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="buffer"):
+        seq[1].running_mean = 3  # type: ignore[assignment]
+
+
+def test_param_reports_its_tensor() -> None:
+    p = Param(em.Tensor.zeros((2, 3), device=AD, dtype=em.float64))
+    assert p.shape == (2, 3) and p.dtype is em.float64 and p.numel() == 6
+    assert p.is_require_grad() and p.is_trainable() and p.device.is_autodiff()
+    assert "shape=(2, 3)" in repr(p)
+    frozen = Param(em.Tensor.zeros((2,), device=AD), require_grad=False)
+    assert frozen.val().is_autodiff() and not frozen.is_require_grad()
+    with pytest.raises(TypeError, match="em.Tensor"):
+        Param(np.zeros(2))  # type: ignore[arg-type]
