@@ -296,5 +296,5 @@ def test_param_reports_its_tensor() -> None:
     assert "shape=(2, 3)" in repr(p)
     frozen = Param(em.Tensor.zeros((2,), device=AD), require_grad=False)
     assert frozen.val().is_autodiff() and not frozen.is_require_grad()
-    with pytest.raises(TypeError, match="em.Tensor"):
+    with pytest.raises(TypeError, match=r"em\.Tensor"):
         Param(np.zeros(2))  # type: ignore[arg-type]
