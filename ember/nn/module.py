@@ -183,7 +183,7 @@ class Module:
             object.__setattr__(m, "training", m._training_cfg)
         for p in self.parameters():
             strategy = (
-                p._strategy or p.val().gradient_checkpointing_strategy() or _Strategy.Disabled
+                p.val().gradient_checkpointing_strategy() or p._strategy or _Strategy.Disabled
             )
             p._strategy = strategy
             p._value = relift(p._value, strategy, p._trainable)

@@ -58,6 +58,10 @@ def relift(value: Tensor, strategy: _Strategy | None, trainable: bool) -> Tensor
     ``trainable`` and float."""
     if strategy is None:
         return value.without_autodiff()
+    if value.gradient_checkpointing_strategy() is strategy:
+        want = trainable and value.dtype.is_float
+        if value.is_require_grad() == want and (want or not value.is_tracked()):
+            return value  # already in the requested state: keep the leaf (and its identity)
     t = value.set_require_grad(False) if value.is_autodiff() else value.autodiff()
     if t.gradient_checkpointing_strategy() is not strategy:
         t = t.with_gradient_checkpointing_strategy(strategy)

@@ -298,3 +298,12 @@ def test_param_reports_its_tensor() -> None:
     assert frozen.val().is_autodiff() and not frozen.is_require_grad()
     with pytest.raises(TypeError, match=r"em\.Tensor"):
         Param(np.zeros(2))  # type: ignore[arg-type]
+
+
+def test_train_on_a_training_module_keeps_the_leaves() -> None:
+    m = Mlp()
+    w = m.l1.weight.val()
+    m.train().set_require_grad(True)
+    assert m.l1.weight.val() is w
+    grads = m(_x()).sum().backward()
+    assert w.grad(grads) is not None
