@@ -208,3 +208,31 @@ def test_optimizer_state_round_trips_and_resumes_identically() -> None:
     run(b, b_opt, gs[3:])
     for p, q in zip(ref.parameters(), b.parameters()):
         np.testing.assert_array_equal(p.val().to_numpy(), q.val().to_numpy())
+
+
+def test_gradients_of_replicas_on_two_backends_sum_to_the_full_batch() -> None:
+    try:
+        tdev = em.Device.torch("cpu")
+    except em.DeviceError as e:
+        pytest.skip(f"torch backend unavailable: {e}")
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(8, 5)), rng.normal(size=(8, 2))
+    home = em.Device.cpu().autodiff()
+    m = Linear(5, 2, device=home, dtype=em.float64)
+
+    def grads_on(model: Module, dev: em.Device, rows: slice) -> GradientsParams:
+        d = model(em.Tensor.from_data(x[rows], device=dev)) - em.Tensor.from_data(
+            y[rows], device=dev
+        )
+        return GradientsParams.from_grads((d * d).sum().backward(), model)
+
+    full = grads_on(m, home, slice(None))
+    acc = GradientsAccumulator()
+    for dev, rows in ((home, slice(0, 4)), (tdev.autodiff(), slice(4, 8))):
+        replica = m.fork(dev)
+        acc.accumulate(m, grads_on(replica, dev, rows).to_device(em.Device.cpu(), replica))
+    summed = acc.grads()
+    for p in m.parameters():
+        np.testing.assert_allclose(
+            summed.get(p.id).to_numpy(), full.get(p.id).to_numpy(), atol=1e-12
+        )  # type: ignore[union-attr]
