@@ -28,5 +28,13 @@ def matmul_backward(ctx: Any, grad: Any) -> Grads:
     x, y = ctx.inputs
     # the engine sums the broadcast batch dims back to each input's shape
     gx = grad @ y.mT if ctx.parents[0] is not None else None
-    gy = x.mT @ grad if ctx.parents[1] is not None else None
+    gy = None
+    if ctx.parents[1] is not None:
+        if y.ndim == 2 and x.ndim > 2:
+            # (..., K) x (K, N), as in a linear layer: one (K, M) @ (M, N) product over all
+            # leading dims instead of a batched product and a sum over the batch
+            b = ctx.b
+            gy = b.reshape(x, (-1, x.shape[-1])).mT @ b.reshape(grad, (-1, grad.shape[-1]))
+        else:
+            gy = x.mT @ grad
     return gx, gy
