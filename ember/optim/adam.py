@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..tensor.dispatch import wrap
 from ..tensor.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
@@ -42,12 +43,51 @@ class Adam(Optimizer):
             grad = grad + param * wd
         t = int(state.get("step", 0)) + 1
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
-        m = grad * (1.0 - b1) if not isinstance(m, Tensor) else m * b1 + grad * (1.0 - b1)
+        # moving averages as lerps (m + (g - m)(1 - b1)): fewer scalar ops than b1 m + (1 - b1) g
+        m = grad * (1.0 - b1) if not isinstance(m, Tensor) else m + (grad - m) * (1.0 - b1)
         g2 = grad * grad
-        v = g2 * (1.0 - b2) if not isinstance(v, Tensor) else v * b2 + g2 * (1.0 - b2)
-        denom = v.sqrt() * (1.0 / math.sqrt(1.0 - b2**t)) + self.eps
-        new = param - m / denom * (lr / (1.0 - b1**t))
+        v = g2 * (1.0 - b2) if not isinstance(v, Tensor) else v + (g2 - v) * (1.0 - b2)
+        # m_hat / (sqrt(v_hat) + eps) with both bias corrections folded into two scalars
+        root_bc2 = math.sqrt(1.0 - b2**t)
+        new = param - m / (v.sqrt() + self.eps * root_bc2) * (lr * root_bc2 / (1.0 - b1**t))
         return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}
+
+    def update_many(
+        self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
+    ) -> list[tuple[Tensor, State]]:
+        """All parameters in one multi-tensor kernel where the backend has one (torch)."""
+        fn = getattr(params[0]._dev.b, "adam_many", None) if params else None
+        steps = {int(st.get("step", 0)) for st in states}
+        fresh = all("exp_avg" not in st for st in states)
+        kept = all(isinstance(st.get("exp_avg"), Tensor) for st in states)
+        if fn is None or len(steps) != 1 or not (fresh or kept):
+            return super().update_many(lr, params, grads, states)
+        t = steps.pop() + 1
+        ms = None if fresh else [st["exp_avg"]._data for st in states]  # type: ignore[union-attr]
+        vs = None if fresh else [st["exp_avg_sq"]._data for st in states]  # type: ignore[union-attr]
+        new, m, v = fn(
+            [x._data for x in params],
+            [g._data for g in grads],
+            ms,
+            vs,
+            t,
+            lr,
+            self.beta1,
+            self.beta2,
+            self.eps,
+            self.weight_decay,
+            self.decoupled,
+        )
+        dev = params[0]._dev
+        out = []
+        for p_new, m_new, v_new in zip(new, m, v):
+            state: State = {
+                "step": t,
+                "exp_avg": wrap(Tensor, m_new, dev),
+                "exp_avg_sq": wrap(Tensor, v_new, dev),
+            }
+            out.append((wrap(Tensor, p_new, dev), state))
+        return out
 
 
 class AdamW(Adam):

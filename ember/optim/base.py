@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..dtype import int64
 from ..nn.param import ParamId, relift
@@ -37,6 +37,13 @@ class Optimizer:
         """New value and state of one parameter (plain tensors in, plain tensors out)."""
         raise NotImplementedError(f"{type(self).__name__}.update: subclasses define the rule.")
 
+    def update_many(
+        self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
+    ) -> list[tuple[Tensor, State]]:
+        """``update`` for parameters of one device; optimizers with a multi-tensor kernel
+        override it (the loop here is the fallback)."""
+        return [self.update(lr, x, g, st) for x, g, st in zip(params, grads, states)]
+
     def step(self, lr: float, module: Module, grads: GradientsParams) -> Module:
         """Update ``module``'s parameters in place from ``grads`` and return the module."""
         if not isinstance(grads, GradientsParams):
@@ -48,6 +55,7 @@ class Optimizer:
             grads = self.grad_clipping.apply(grads)
         lr = float(lr)
         states = self._state
+        items = []
         for p in module.parameters():
             g = grads.remove(p.id)
             if g is None:
@@ -61,9 +69,19 @@ class Optimizer:
                 state = {}
             elif _off_device(state, x):
                 state = _move(state, x)
-            new, states[p.id] = self.update(lr, x, g, state)
-            s = cur.gradient_checkpointing_strategy()
-            p._value = new if s is None else relift(new, s, p._trainable)
+            items.append((p, cur, x, g, state))
+        # one update_many call per device, so multi-tensor kernels see every parameter at once
+        groups: dict[object, list[Any]] = {}
+        for item in items:
+            groups.setdefault(item[2]._dev, []).append(item)
+        for group in groups.values():
+            results = self.update_many(
+                lr, [i[2] for i in group], [i[3] for i in group], [i[4] for i in group]
+            )
+            for (p, cur, _, _, _), (new, state) in zip(group, results):
+                states[p.id] = state
+                s = cur.gradient_checkpointing_strategy()
+                p._value = new if s is None else relift(new, s, p._trainable)
         return module
 
     # ------------------------------------------------------------------ state records

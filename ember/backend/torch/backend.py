@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -490,3 +491,44 @@ class TorchBackend:
         return _nn.embedding(indices, weight)
 
     embedding_backward = staticmethod(_nn.embedding_backward)
+
+    # ---------------------------------------------------------------- multi-tensor optimizers
+    def adam_many(
+        self,
+        params: list[Tensor],
+        grads: list[Tensor],
+        exp_avgs: list[Tensor] | None,
+        exp_avg_sqs: list[Tensor] | None,
+        step: int,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        weight_decay: float,
+        decoupled: bool,
+    ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+        """One Adam / AdamW step of many parameters with ``torch._foreach`` kernels.
+
+        Returns new parameters and moments (the inputs are left unchanged), the same values as
+        ``ember.optim.Adam.update`` per parameter. ``exp_avgs`` / ``exp_avg_sqs`` are ``None``
+        on the first step.
+        """
+        if weight_decay and decoupled:
+            params = list(torch._foreach_mul(params, 1.0 - lr * weight_decay))
+        elif weight_decay:
+            grads = list(torch._foreach_add(grads, params, alpha=weight_decay))
+        if exp_avgs is None or exp_avg_sqs is None:
+            m = torch._foreach_mul(grads, 1.0 - beta1)
+            v = torch._foreach_mul(grads, grads)
+            torch._foreach_mul_(v, 1.0 - beta2)
+        else:
+            m = torch._foreach_mul(exp_avgs, beta1)
+            torch._foreach_add_(m, grads, alpha=1.0 - beta1)
+            v = torch._foreach_mul(exp_avg_sqs, beta2)
+            torch._foreach_addcmul_(v, grads, grads, value=1.0 - beta2)
+        # the update: lr / (1 - b1^t) times m over (sqrt(v) / sqrt(1 - b2^t) + eps)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_mul_(denom, 1.0 / math.sqrt(1.0 - beta2**step))
+        torch._foreach_add_(denom, eps)
+        new = torch._foreach_addcdiv(params, m, denom, value=-lr / (1.0 - beta1**step))
+        return list(new), list(m), list(v)
