@@ -140,6 +140,16 @@ def test_set_require_grad_false_cuts_all_upstream_history(device: em.Device) -> 
     np.testing.assert_allclose(g.to_numpy(), 2.0 * np.array(X))
 
 
+def test_set_require_grad_false_on_every_kind(device: em.Device) -> None:
+    for name, t in every_kind(device).items():
+        c = t.set_require_grad(False)
+        assert not c.is_tracked(), name
+        assert c.is_autodiff() == t.is_autodiff(), name
+        assert c.gradient_checkpointing_strategy() is t.gradient_checkpointing_strategy(), name
+        assert c.dtype is t.dtype and c.shape == t.shape, name
+        np.testing.assert_array_equal(c.to_numpy(), t.to_numpy())
+
+
 def test_set_require_grad_false_on_plain_is_unchanged(device: em.Device) -> None:
     t = em.Tensor.from_data(X, device=device)
     assert t.set_require_grad(False) is t

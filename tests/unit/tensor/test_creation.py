@@ -70,6 +70,13 @@ def test_from_data_infers_dtype(
     assert u.dtype is dtype and u.shape == shape
 
 
+def test_tensor_constructor_is_from_data(device: em.Device) -> None:
+    t = em.Tensor([[1, 2], [3, 4]], device=device.autodiff(), dtype=em.float64)
+    assert t.dtype is em.float64 and t.shape == (2, 2) and t.is_autodiff()
+    assert not t.is_tracked()
+    assert t.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
 def test_from_data_with_an_explicit_dtype(device: em.Device) -> None:
     for dt in (em.float16, em.bfloat16, em.float32, em.float64, em.int32, em.int64, em.bool):
         t = em.Tensor.from_data([0, 1, 1], device=device, dtype=dt)
