@@ -146,6 +146,8 @@ def _index_loss(
     c = rows.shape[1]
     a = _index_range(op, t, c, ignore_index)
     loss = apply(OPS[row], (rows, t), {"ignore_index": int(ignore_index), **attrs})
+    if row == "cross_entropy":
+        loss = loss[:, 0]  # the row also returns each row's logsumexp (kept for its backward)
     if reduction == "none":
         return loss.reshape(out_shape)
     total = loss.sum()

@@ -123,12 +123,14 @@ def _xent_examples(rng: Any) -> Examples:
     ]
 
 
-@defop("cross_entropy", arity=2, cost=CB, saves=Saves.INPUTS, examples=_xent_examples)
+@defop("cross_entropy", arity=2, cost=CB, saves=Saves.BOTH, examples=_xent_examples)
 def cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
+    # output (R, 2): per-row loss and logsumexp; the kept logsumexp gives softmax = exp(x - lse)
     logits, target = ctx.inputs
     a = ctx.attrs
-    # g * (softmax(x) - smoothed one-hot); the softmax is recomputed from the saved logits
-    gx = ctx.b.cross_entropy_backward(grad, logits, target, a["ignore_index"], a["label_smoothing"])
+    gx = ctx.b.cross_entropy_backward(
+        grad, logits, target, ctx.output, a["ignore_index"], a["label_smoothing"]
+    )
     return gx, None
 
 

@@ -373,7 +373,8 @@ class NumpyBackend:
     log_softmax = staticmethod(_nn.log_softmax)  # (x, dim)
     softmax_backward = staticmethod(_nn.softmax_backward)  # (grad, out, dim)
     log_softmax_backward = staticmethod(_nn.log_softmax_backward)  # (grad, out, dim)
-    # (logits (R, C), target (R,), ignore_index, label_smoothing) -> per-row loss (R,)
+    # (logits (R, C), target (R,), ignore_index, label_smoothing) -> (R, 2): per-row loss (0 on
+    # ignored rows) and the row's logsumexp; backward (grad (R, 2), logits, target, out, ...)
     cross_entropy = staticmethod(_nn.cross_entropy)
     cross_entropy_backward = staticmethod(_nn.cross_entropy_backward)  # -> grad of logits
     # (logits (R, C), probs (R, C), label_smoothing) -> (R,); backward -> (grad logits, probs)

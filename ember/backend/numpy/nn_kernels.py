@@ -1,10 +1,12 @@
 """NumPy kernels of the neural-network rows (activations, fused softmax/norm/loss, conv, pooling).
 
 The ``NumpyBackend`` methods in its "nn kernels" section call these functions. Convolutions use an
-im2col layout built with ``as_strided`` views and one matrix product per group; their input
-gradients scatter the column gradients back with one strided add per kernel tap (col2im). Row-wise
-kernels over large arrays (softmax, log-softmax, cross-entropy) process cache-sized row blocks on
-a small thread pool (NumPy releases the GIL inside ufuncs); ``EMBER_NUM_THREADS`` sets its size.
+im2col layout (C*kh*kw, N*Ho*Wo) filled by one strided slice copy per kernel tap (several times
+faster than copying an ``as_strided`` window view, whose innermost runs are only kw long) and one
+matrix product per group; input gradients scatter the columns back with one strided add per
+tap. Row-wise kernels over large arrays (softmax, log-softmax, cross-entropy) process cache-sized
+row blocks on a small thread pool (NumPy releases the GIL inside ufuncs); ``EMBER_NUM_THREADS``
+sets its size.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from .special import erf as _erf
 
@@ -25,8 +26,9 @@ _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_C = 0.044715
-_BLOCK_ELEMS = 1 << 16  # elements per row block: a few hundred KiB, inside L2
+_BLOCK_ELEMS = 1 << 17  # elements per row block: 512 KiB of float32, inside L2
 _PARALLEL_MIN = 1 << 16  # below this many elements one thread is faster
+_SHIFT_LIMIT = 32.0  # |shift| up to here rounds to float32 within 2e-6
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
@@ -73,7 +75,8 @@ def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
 
 # ---------------------------------------------------------------- activations
 def relu_backward(grad: np.ndarray, out: np.ndarray) -> np.ndarray:
-    return np.where(out > 0, grad, grad.dtype.type(0))
+    # a multiply by the bool mask is several times faster than np.where with a scalar
+    return np.multiply(grad, out > 0)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -160,70 +163,138 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 
 def softmax_backward(grad: np.ndarray, out: np.ndarray, dim: int) -> np.ndarray:
     # d softmax: y * (g - sum(g * y))
-    gx = grad * out
-    gx -= out * gx.sum(axis=dim, keepdims=True)
-    return gx
+    rows, grows = _as_rows(out, dim), _as_rows(grad, dim)
+    if rows is None or grows is None:
+        gx = grad * out
+        gx -= out * gx.sum(axis=dim, keepdims=True)
+        return gx
+    gx = np.empty_like(rows)
+
+    def block(lo: int, hi: int) -> None:
+        o, y = gx[lo:hi], rows[lo:hi]
+        np.multiply(grows[lo:hi], y, out=o)
+        o -= y * o.sum(axis=1, keepdims=True)
+
+    _parallel_rows(rows.shape[0], rows.shape[1], block)
+    return gx.reshape(out.shape)
 
 
 def log_softmax_backward(grad: np.ndarray, out: np.ndarray, dim: int) -> np.ndarray:
     # d log_softmax: g - exp(y) * sum(g)
-    gx = np.exp(out)
-    gx *= grad.sum(axis=dim, keepdims=True)
-    np.subtract(grad, gx, out=gx)
-    return gx
+    rows, grows = _as_rows(out, dim), _as_rows(grad, dim)
+    if rows is None or grows is None:
+        gx = np.exp(out)
+        gx *= grad.sum(axis=dim, keepdims=True)
+        np.subtract(grad, gx, out=gx)
+        return gx
+    gx = np.empty_like(rows)
+
+    def block(lo: int, hi: int) -> None:
+        o, g = gx[lo:hi], grows[lo:hi]
+        np.exp(rows[lo:hi], out=o)
+        o *= g.sum(axis=1, keepdims=True)
+        np.subtract(g, o, out=o)
+
+    _parallel_rows(rows.shape[0], rows.shape[1], block)
+    return gx.reshape(out.shape)
 
 
 # ---------------------------------------------------------------- cross-entropy and nll
 def cross_entropy(
     logits: np.ndarray, target: np.ndarray, ignore_index: int, label_smoothing: float
 ) -> np.ndarray:
-    """Per-row loss of (R, C) logits against (R,) class indices; ignored rows give 0."""
+    """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
+    the row's logsumexp, which the backward reuses instead of a second max/sum pass."""
     r, c = logits.shape
-    loss = np.empty(r, dtype=logits.dtype)
+    out = np.empty((r, 2), dtype=logits.dtype)
     valid = target != ignore_index
     safe = np.where(valid, target, 0)
     eps = label_smoothing
 
+    ones = np.ones(c, dtype=logits.dtype)
+
     def block(lo: int, hi: int) -> None:
         xb = logits[lo:hi]
-        m = xb.max(axis=1)
-        t = np.subtract(xb, m[:, None])
-        np.exp(t, out=t)
-        lse = np.log(t.sum(axis=1)) + m
+        lse = _logsumexp_rows(xb, ones)
         picked = xb[np.arange(hi - lo), safe[lo:hi]]
         if eps:
             # smoothed target: (1 - eps) on the label, eps / C spread over every class
-            lb = lse - (1 - eps) * picked - eps * xb.mean(axis=1)
+            lb = lse - (1 - eps) * picked - (eps / c) * (xb @ ones)
         else:
             lb = lse - picked
-        loss[lo:hi] = np.where(valid[lo:hi], lb, 0)
+        out[lo:hi, 0] = np.where(valid[lo:hi], lb, 0)
+        out[lo:hi, 1] = lse
 
     _parallel_rows(r, c, block)
-    return loss
+    return out
+
+
+def _logsumexp_rows(xb: np.ndarray, ones: np.ndarray) -> np.ndarray:
+    """log(sum(exp(x))) of each row of a (B, C) block.
+
+    Fast path: exp(x) unshifted and a BLAS row sum (x @ ones), which skips the max and subtract
+    passes. It is exact wherever the sum stays a normal finite float (no element above ~88, one
+    at least near -70); the other rows are redone with the max shift.
+    """
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        s = np.exp(xb) @ ones
+        lse = np.log(s)
+    bad = ~(np.isfinite(s) & (s >= 1e-30))
+    if bad.any():
+        rows = xb[bad]
+        m = rows.max(axis=1)
+        lse[bad] = np.log(np.exp(rows - m[:, None]) @ ones) + m
+    return lse
 
 
 def cross_entropy_backward(
     grad: np.ndarray,
     logits: np.ndarray,
     target: np.ndarray,
+    out: np.ndarray,
     ignore_index: int,
     label_smoothing: float,
 ) -> np.ndarray:
-    """Gradient of ``cross_entropy`` w.r.t. the logits: g * (softmax - smoothed one-hot)."""
+    """Gradient for the logits from the (R, 2) gradient of ``cross_entropy``'s output ``out``.
+
+    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax. The
+    softmax is exp(x - lse) with the kept logsumexp, so no max or sum pass is needed.
+    """
     r, c = logits.shape
     gx = np.empty_like(logits)
     valid = target != ignore_index
     safe = np.where(valid, target, 0)
-    g = np.where(valid, grad, 0).astype(logits.dtype, copy=False)
+    g_loss = np.where(valid, grad[:, 0], 0).astype(logits.dtype, copy=False)
+    g_soft = g_loss + grad[:, 1]
+    lse = out[:, 1]
     eps = label_smoothing
+    # g exp(x - lse) = exp(x - (lse - log g)) for g >= 0 (g = 0 gives exp(-inf) = 0): the shift
+    # is formed in float64 and rounded once, and the multiply pass disappears. Rows whose shift
+    # is large (where rounding it to float32 costs more than a few ulps) are redone exactly.
+    with np.errstate(divide="ignore"):
+        folded = bool((g_soft >= 0).all())
+        if folded:
+            shift = lse.astype(np.float64) - np.log(g_soft.astype(np.float64))
+        else:
+            shift = lse.astype(np.float64)
+    exact = ~(np.abs(shift) <= _SHIFT_LIMIT) & (g_soft != 0)
+    shift32 = np.where(exact, 0.0, shift).astype(logits.dtype)
 
     def block(lo: int, hi: int) -> None:
-        xb = logits[lo:hi]
         o = gx[lo:hi]
-        np.subtract(xb, xb.max(axis=1, keepdims=True), out=o)
-        np.exp(o, out=o)
-        gb = g[lo:hi]
-        o *= (gb / o.sum(axis=1))[:, None]
+        np.subtract(logits[lo:hi], shift32[lo:hi, None], out=o)
+        with np.errstate(over="ignore"):
+            np.exp(o, out=o)
+        if not folded:
+            o *= g_soft[lo:hi, None]
+        redo = exact[lo:hi]
+        if redo.any():
+            # large logits: the max-shifted softmax, as in the forward's slow path
+            rows = logits[lo:hi][redo]
+            e = np.exp(rows - rows.max(axis=1, keepdims=True))
+            e *= (g_soft[lo:hi][redo] / e.sum(axis=1))[:, None]
+            o[redo] = e
+        gb = g_loss[lo:hi]
         o[np.arange(hi - lo), safe[lo:hi]] -= (1 - eps) * gb
         if eps:
             o -= (eps / c * gb)[:, None]
@@ -473,30 +544,35 @@ def _pad(x: np.ndarray, padding: Pair, value: float = 0.0) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
 
 
-def _windows(xp: np.ndarray, kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> np.ndarray:
-    """A (N, C, Ho, Wo, kh, kw) view of the padded input's sliding windows (no copy)."""
-    n, c = xp.shape[:2]
-    s0, s1, s2, s3 = xp.strides
-    shape = (n, c, out[0], out[1], kernel[0], kernel[1])
-    strides = (s0, s1, s2 * stride[0], s3 * stride[1], s2 * dilation[0], s3 * dilation[1])
-    return as_strided(xp, shape, strides, writeable=False)
-
-
-def _cols(
-    x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, groups: int
-) -> tuple[np.ndarray, Pair]:
-    """im2col: (G, N*Ho*Wo, Cg*kh*kw) columns of ``x`` (a contiguous copy), and (Ho, Wo)."""
-    n, c, h, w = x.shape
-    out = (
-        _conv_out(h, kernel[0], stride[0], padding[0], dilation[0]),
-        _conv_out(w, kernel[1], stride[1], padding[1], dilation[1]),
+def _tap(i: int, j: int, stride: Pair, dilation: Pair, out: Pair) -> tuple[slice, slice]:
+    """The (rows, cols) slices of the padded input that kernel tap (i, j) reads."""
+    r0, c0 = i * dilation[0], j * dilation[1]
+    return (
+        slice(r0, r0 + stride[0] * (out[0] - 1) + 1, stride[0]),
+        slice(c0, c0 + stride[1] * (out[1] - 1) + 1, stride[1]),
     )
-    win = _windows(_pad(x, padding), kernel, stride, dilation, out)
-    cg = c // groups
-    # (N, G, Cg, Ho, Wo, kh, kw) -> (G, N, Ho, Wo, Cg, kh, kw)
-    win = win.reshape(n, groups, cg, out[0], out[1], kernel[0], kernel[1])
-    cols = np.ascontiguousarray(win.transpose(1, 0, 3, 4, 2, 5, 6))
-    return cols.reshape(groups, n * out[0] * out[1], cg * kernel[0] * kernel[1]), out
+
+
+def _im2col(
+    x: np.ndarray,
+    kernel: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    out: Pair,
+    groups: int,
+) -> np.ndarray:
+    """Columns (G, Cg*kh*kw, N*Ho*Wo) of x (N, C, H, W): one strided copy per kernel tap."""
+    n, c = x.shape[:2]
+    kh, kw = kernel
+    # channels first, so that each tap fills a (C, N, Ho, Wo) slab with long contiguous rows
+    xt = _pad(x, padding).transpose(1, 0, 2, 3)
+    cols = np.empty((c, kh, kw, n, out[0], out[1]), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            rs, cs = _tap(i, j, stride, dilation, out)
+            cols[:, i, j] = xt[:, :, rs, cs]
+    return cols.reshape(groups, (c // groups) * kh * kw, n * out[0] * out[1])
 
 
 def _col2im(
@@ -507,43 +583,44 @@ def _col2im(
     padding: Pair,
     dilation: Pair,
     out: Pair,
-    groups: int,
 ) -> np.ndarray:
-    """Adjoint of ``_cols``: sum (G, N*Ho*Wo, Cg*kh*kw) column values back into the input."""
+    """Adjoint of ``_im2col``: sum (G, Cg*kh*kw, N*Ho*Wo) columns back into (N, C, H, W)."""
     n, c, h, w = x_shape
     kh, kw = kernel
-    ho, wo = out
     ph, pw = padding
-    cg = c // groups
-    # (G, N, Ho, Wo, Cg, kh, kw) -> (N, G, Cg, kh, kw, Ho, Wo)
-    d = dcols.reshape(groups, n, ho, wo, cg, kh, kw).transpose(1, 0, 4, 5, 6, 2, 3)
-    d = d.reshape(n, c, kh, kw, ho, wo)
-    gxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=dcols.dtype)
-    sh, sw = stride
+    d = dcols.reshape(c, kh, kw, n, out[0], out[1])
+    gxp = np.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=dcols.dtype)
     for i in range(kh):
-        r0 = i * dilation[0]
         for j in range(kw):
-            c0 = j * dilation[1]
-            gxp[:, :, r0 : r0 + sh * (ho - 1) + 1 : sh, c0 : c0 + sw * (wo - 1) + 1 : sw] += d[
-                :, :, i, j
-            ]
-    if ph or pw:
-        gxp = gxp[:, :, ph : ph + h, pw : pw + w]
-    return gxp
+            rs, cs = _tap(i, j, stride, dilation, out)
+            gxp[:, :, rs, cs] += d[:, i, j]
+    # (C, N, Hp, Wp) -> (N, C, H, W)
+    return np.ascontiguousarray(gxp[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3))
 
 
-def _group_rows(y: np.ndarray, groups: int) -> np.ndarray:
-    """(N, O, Ho, Wo) -> (G, N*Ho*Wo, Og): output channels per group as matrix columns."""
-    n, o, ho, wo = y.shape
-    t = y.reshape(n, groups, o // groups, ho, wo).transpose(1, 0, 3, 4, 2)
-    return t.reshape(groups, n * ho * wo, o // groups)
+def _channel_rows(y: np.ndarray, groups: int) -> np.ndarray:
+    """(N, O, Ho, Wo) -> (G, O/G, N*Ho*Wo): channels as matrix rows (a transposing copy)."""
+    o = y.shape[1]
+    return np.ascontiguousarray(y.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
 
 
-def _ungroup_rows(m: np.ndarray, n: int, out: Pair) -> np.ndarray:
-    """(G, N*Ho*Wo, Og) -> (N, G*Og, Ho, Wo), contiguous."""
-    g, _, og = m.shape
-    t = m.reshape(g, n, out[0], out[1], og).transpose(1, 0, 4, 2, 3)
-    return np.ascontiguousarray(t).reshape(n, g * og, out[0], out[1])
+def _batch_first(m: np.ndarray, n: int, out: Pair) -> np.ndarray:
+    """(G, O/G, N*Ho*Wo) -> (N, O, Ho, Wo), contiguous."""
+    o = m.shape[0] * m.shape[1]
+    return np.ascontiguousarray(m.reshape(o, n, out[0], out[1]).transpose(1, 0, 2, 3))
+
+
+def _weight_rows(weight: np.ndarray, groups: int) -> np.ndarray:
+    """(O, Cg, kh, kw) -> (G, O/G, Cg*kh*kw)."""
+    return weight.reshape(groups, weight.shape[0] // groups, -1)
+
+
+def _out_size(x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> Pair:
+    h, w = x.shape[2:]
+    return (
+        _conv_out(h, kernel[0], stride[0], padding[0], dilation[0]),
+        _conv_out(w, kernel[1], stride[1], padding[1], dilation[1]),
+    )
 
 
 def conv2d(
@@ -555,11 +632,11 @@ def conv2d(
     dilation: Pair,
     groups: int,
 ) -> np.ndarray:
-    o, cg, kh, kw = weight.shape
-    cols, out = _cols(x, (kh, kw), stride, padding, dilation, groups)
-    wm = weight.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    y = _ungroup_rows(cols @ wm, x.shape[0], out)
-    y += bias.reshape(1, o, 1, 1)
+    kernel = (weight.shape[2], weight.shape[3])
+    out = _out_size(x, kernel, stride, padding, dilation)
+    cols = _im2col(x, kernel, stride, padding, dilation, out, groups)
+    y = _batch_first(_weight_rows(weight, groups) @ cols, x.shape[0], out)
+    y += bias.reshape(1, -1, 1, 1)
     return y
 
 
@@ -575,16 +652,17 @@ def conv2d_backward(
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
-    o, cg, kh, kw = weight.shape
-    out = grad.shape[2:]
-    g = _group_rows(grad, groups)  # (G, N*Ho*Wo, Og)
+    kernel = (weight.shape[2], weight.shape[3])
+    out = (grad.shape[2], grad.shape[3])
+    g = _channel_rows(grad, groups)  # (G, Og, N*Ho*Wo)
     gx = gw = None
     if need_weight:
-        cols, _ = _cols(x, (kh, kw), stride, padding, dilation, groups)
-        gw = (np.swapaxes(g, 1, 2) @ cols).reshape(o, cg, kh, kw)
+        # dW = g @ cols^T; the columns are rebuilt from x rather than kept from the forward
+        cols = _im2col(x, kernel, stride, padding, dilation, out, groups)
+        gw = (g @ cols.transpose(0, 2, 1)).reshape(weight.shape)
     if need_input:
-        wm = weight.reshape(groups, o // groups, cg * kh * kw)
-        gx = _col2im(g @ wm, x.shape, (kh, kw), stride, padding, dilation, out, groups)
+        dcols = _weight_rows(weight, groups).transpose(0, 2, 1) @ g
+        gx = _col2im(dcols, x.shape, kernel, stride, padding, dilation, out)
     return gx, gw, grad.sum(axis=(0, 2, 3))
 
 
@@ -599,7 +677,7 @@ def conv_transpose2d(
     dilation: Pair,
 ) -> np.ndarray:
     """The adjoint of conv2d: ``weight`` is (C_in, C_out / groups, kh, kw)."""
-    n, c, h, w = x.shape
+    n, _, h, w = x.shape
     _, og, kh, kw = weight.shape
     out_shape = (
         n,
@@ -607,11 +685,10 @@ def conv_transpose2d(
         (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1,
         (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1,
     )
-    # as a conv2d from the output to x, the weight is (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw)
-    wm = weight.reshape(groups, c // groups, og * kh * kw)
-    y = _col2im(
-        _group_rows(x, groups) @ wm, out_shape, (kh, kw), stride, padding, dilation, (h, w), groups
-    )
+    # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
+    # this op is that conv's input gradient
+    dcols = _weight_rows(weight, groups).transpose(0, 2, 1) @ _channel_rows(x, groups)
+    y = _col2im(dcols, out_shape, (kh, kw), stride, padding, dilation, (h, w))
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -627,15 +704,15 @@ def conv_transpose2d_backward(
     need_input: bool,
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    c, og, kh, kw = weight.shape
+    kernel = (weight.shape[2], weight.shape[3])
+    out = (x.shape[2], x.shape[3])
     gx = gw = None
     if need_input or need_weight:
-        cols, out = _cols(grad, (kh, kw), stride, padding, dilation, groups)
+        cols = _im2col(grad, kernel, stride, padding, dilation, out, groups)
         if need_input:
-            wm = weight.reshape(groups, c // groups, og * kh * kw).transpose(0, 2, 1)
-            gx = _ungroup_rows(cols @ wm, x.shape[0], out)
+            gx = _batch_first(_weight_rows(weight, groups) @ cols, x.shape[0], out)
         if need_weight:
-            gw = (np.swapaxes(_group_rows(x, groups), 1, 2) @ cols).reshape(c, og, kh, kw)
+            gw = (_channel_rows(x, groups) @ cols.transpose(0, 2, 1)).reshape(weight.shape)
     return gx, gw, grad.sum(axis=(0, 2, 3))
 
 
@@ -690,16 +767,21 @@ def max_pool2d_backward(
     xp = _pad(x, padding, -np.inf)
     taps = _taps(xp, kernel_size, stride, dilation, out)
     best = np.array(xp[taps[0][1]], copy=True)
-    arg = np.zeros(best.shape, dtype=np.int32)
+    arg = np.zeros(best.shape, dtype=np.int16)
     for t, key in taps[1:]:
         v = xp[key]
-        better = v > best
-        np.copyto(best, v, where=better)
-        arg[better] = t
+        better = v > best  # strict: an equal later value keeps the earlier tap
+        np.maximum(best, v, out=best)
+        np.putmask(arg, better, t)
     gxp = np.zeros(xp.shape, dtype=grad.dtype)
-    zero = grad.dtype.type(0)
+    # disjoint windows: each input is read by at most one tap of one window, so assign
+    disjoint = all(stride[i] >= dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2))
     for t, key in taps:
-        gxp[key] += np.where(arg == t, grad, zero)
+        part = np.multiply(grad, arg == t)
+        if disjoint:
+            gxp[key] = part
+        else:
+            gxp[key] += part
     ph, pw = padding
     return gxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
 

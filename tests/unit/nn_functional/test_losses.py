@@ -242,3 +242,19 @@ def test_bce_with_logits_at_zero_and_extremes() -> None:
         rtol=1e-6,
         atol=1e-6,
     )
+
+
+def test_cross_entropy_extreme_logits_take_the_shifted_path() -> None:
+    # rows whose exp over- or underflows are recomputed with the max shift
+    x = np.array([[1e4, 0.0, -1e4], [-200.0, -210.0, -205.0], [90.0, 89.0, 0.0], [1.0, 2.0, 3.0]])
+    t = np.array([1, 0, 2, 2])
+    check(F.cross_entropy, TF.cross_entropy, x, t, dtype="float32", rtol=1e-6, atol=1e-6)
+    check(
+        lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),
+        lambda x, t: TF.cross_entropy(x, t, label_smoothing=0.1),
+        x,
+        t,
+        dtype="float32",
+        rtol=1e-6,
+        atol=1e-6,
+    )
