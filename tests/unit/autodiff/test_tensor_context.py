@@ -285,6 +285,12 @@ def test_to_device_across_backends_is_differentiable() -> None:
     np.testing.assert_allclose(g.to_numpy(), 2.0 * np.array(X))
     back = y.inner().to_device(em.Device.cpu())
     np.testing.assert_array_equal(back.to_numpy(), np.array(X))
+    # and the other way: a torch leaf used on the NumPy device
+    t = leaf(other)
+    u = t.to_device(em.Device.cpu()).with_gradient_checkpointing_strategy(Balanced)
+    g = t.grad((u.exp() * 2.0).sum().backward())
+    assert g is not None and g.device == other
+    np.testing.assert_allclose(g.to_numpy(), 2.0 * np.exp(np.array(X)))
 
 
 def test_to_device_then_detach_makes_a_new_trainable_leaf(device: em.Device) -> None:
