@@ -24,26 +24,38 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def _backends() -> list[str]:
-    names = os.environ.get("EMBER_BACKEND", "numpy,torch").split(",")
+    """EMBER_BACKEND (e.g. "numpy,torch,cuda"); by default numpy and torch, plus cuda if present."""
+    default = "numpy,torch,cuda" if _cuda_available() else "numpy,torch"
+    names = os.environ.get("EMBER_BACKEND", default).split(",")
     return [n.strip() for n in names if n.strip()]
 
 
 @pytest.fixture(params=_backends())
 def backend(request: pytest.FixtureRequest) -> str:
-    """Backend name; torch is skipped when the PyTorch backend is unavailable."""
+    """Backend name; torch and cuda are skipped when the PyTorch backend or CUDA is unavailable."""
     name = str(request.param)
-    if name == "torch":
+    if name in ("torch", "cuda"):
         try:
-            em.Device.torch("cpu")
+            em.Device.torch("cpu" if name == "torch" else "cuda:0")
         except em.DeviceError as e:
-            pytest.skip(f"torch backend unavailable: {e}")
+            pytest.skip(f"{name} backend unavailable: {e}")
     return name
 
 
 @pytest.fixture
 def device(backend: str) -> em.Device:
-    """The plain CPU device of the backend under test."""
+    """The plain device of the backend under test (NumPy, torch CPU, or the first CUDA GPU)."""
+    if backend == "cuda":
+        return em.Device.cuda(0)
     return em.Device.cpu() if backend == "numpy" else em.Device.torch("cpu")
 
 
