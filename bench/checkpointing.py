@@ -4,20 +4,23 @@ The model is a 12-block pre-norm transformer (d=256, 4 heads, MLP 4d, sequence 1
 layer norm, exact GELU, softmax attention and dropout. The same model in PyTorch, with
 ``torch.utils.checkpoint`` around each block, is the reference point.
 
-Usage: python bench/checkpointing.py [--repeats N] [--blocks N] [--no-torch]
+Usage: OMP_NUM_THREADS=1 python bench/checkpointing.py [--repeats N] [--blocks N] [--no-attn-drop]
+[--no-torch]
 
-Peak memory is measured separately from time: tracemalloc for ember's NumPy backend (every NumPy
-buffer is traced), the profiler's allocator events for PyTorch CPU.
+Peak memory is measured apart from time: tracemalloc for ember's NumPy backend (NumPy reports
+every buffer to it), the resident-set high-water mark of a fresh process for PyTorch CPU.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -251,22 +254,19 @@ def torch_step_seconds(cfg: Config, checkpoint: bool, repeats: int) -> float:
     return _median_time(lambda: torch_step(cfg, params, x, checkpoint), repeats)
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * _page_size()
-
-
-def _page_size() -> int:
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE")
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def torch_peak_bytes(cfg: Config, checkpoint: bool) -> int:
-    """Peak resident memory of one PyTorch forward + backward above the state before it.
+    """Peak resident memory of one PyTorch forward + backward above the state before it (Linux).
 
-    Run in a fresh process (``ru_maxrss`` never goes down) with glibc's mmap threshold pinned low,
-    so freed activations leave the resident set at once.
+    Runs in a fresh process whose glibc mmap threshold is pinned low, so freed activations leave
+    the resident set at once; the peak (VmHWM) is reset after a warm-up step.
     """
     import os
     import subprocess
@@ -285,12 +285,106 @@ def torch_peak_bytes(cfg: Config, checkpoint: bool) -> int:
 
 
 def _torch_peak_here(cfg: Config, checkpoint: bool) -> int:
-    import resource
-
     import torch
 
     torch.manual_seed(0)
     params, x = torch_setup(cfg)
-    base = _rss_bytes()
+    torch_step(cfg, params, x, checkpoint)  # warm up: allocator and library state
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the resident-set high-water mark
+    base = _status_bytes("VmRSS")
     torch_step(cfg, params, x, checkpoint)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    return _status_bytes("VmHWM") - base
+
+
+# ---------------------------------------------------------------------------- the table
+def _interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each function, run in turn so drift hits all alike."""
+    for fn in fns.values():
+        fn()  # warm up
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall[k].append(time.perf_counter() - w0)
+            cpu[k].append(time.process_time() - c0)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
+
+
+def run(cfg: Config, repeats: int, with_torch: bool) -> list[dict[str, Any]]:
+    """One row per (framework, variant): step times and peak bytes of both settings."""
+    rows: list[dict[str, Any]] = []
+    for fused in (False, True):
+        c = Config(**{**cfg.__dict__, "fused": fused})
+        fns: dict[str, Callable[[], Any]] = {}
+        for s in Strategy:
+            params, x = ember_setup(c, s)
+            fns[s.name] = partial(ember_step, c, s, params, x)
+        t = _interleaved(fns, repeats)
+        rows.append(
+            {
+                "model": f"ember {'fused rows' if fused else 'primitives'}",
+                "base": t["Disabled"],
+                "ckpt": t["Balanced"],
+                "base_peak": ember_peak_bytes(c, Strategy.Disabled),
+                "ckpt_peak": ember_peak_bytes(c, Strategy.Balanced),
+            }
+        )
+    if with_torch:
+        tparams, tx = torch_setup(cfg)
+        t = _interleaved(
+            {
+                "plain": lambda: torch_step(cfg, tparams, tx, False),
+                "ckpt": lambda: torch_step(cfg, tparams, tx, True),
+            },
+            repeats,
+        )
+        rows.append(
+            {
+                "model": "torch + utils.checkpoint",
+                "base": t["plain"],
+                "ckpt": t["ckpt"],
+                "base_peak": torch_peak_bytes(cfg, False),
+                "ckpt_peak": torch_peak_bytes(cfg, True),
+            }
+        )
+    return rows
+
+
+def format_rows(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'model':<26}{'base s':>8}{'ckpt s':>8}{'time x':>8}{'cpu x':>7}"
+        f"{'base MiB':>10}{'ckpt MiB':>10}{'mem x':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        (bw, bc), (cw, cc) = r["base"], r["ckpt"]
+        lines.append(
+            f"{r['model']:<26}{bw:8.3f}{cw:8.3f}{cw / bw:8.2f}{cc / bc:7.2f}"
+            f"{r['base_peak'] / 2**20:10.1f}{r['ckpt_peak'] / 2**20:10.1f}"
+            f"{r['ckpt_peak'] / r['base_peak']:7.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--blocks", type=int, default=12)
+    ap.add_argument("--no-attn-drop", action="store_true", help="dropout on residuals only")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+    cfg = Config(blocks=args.blocks, attn_drop=not args.no_attn_drop)
+    print(
+        f"{cfg.blocks} blocks, d={cfg.d_model}, heads={cfg.num_heads}, T={cfg.seq_len}, "
+        f"B={cfg.batch}, dropout {cfg.p_drop} ({'attention + ' if cfg.attn_drop else ''}"
+        f"residual); median of {args.repeats}; base = Disabled (ember) / plain (torch), "
+        "ckpt = Balanced / torch.utils.checkpoint per block"
+    )
+    print(format_rows(run(cfg, args.repeats, not args.no_torch)))
+
+
+if __name__ == "__main__":
+    main()
