@@ -91,6 +91,12 @@ def expand(self: Tensor, shape: Any) -> Tensor:
     if len(want) < len(src):
         raise ShapeError(f"expand: target {tuple(shape)} has fewer axes than the tensor {src}.")
     lead = len(want) - len(src)
+    for i in range(lead):
+        if shape[i] == -1:
+            raise ShapeError(
+                f"expand: -1 keeps an existing size, but axis {i} of {tuple(shape)} is a new "
+                f"leading axis of the tensor {src}. Give its size."
+            )
     for i, s in enumerate(src):
         t = shape[lead + i]
         if t == -1:

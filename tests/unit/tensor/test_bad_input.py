@@ -45,6 +45,13 @@ CASES: dict[str, Case] = {
         r"^mask_where: shapes",
     ),
     "expand": ((F,), lambda x: x.expand((3, 5)), em.ShapeError, r"^expand: cannot expand"),
+    "expand new -1": (
+        (F,),
+        lambda x: x.expand((-1, 3, 4)),
+        em.ShapeError,
+        r"^expand: -1 keeps an existing size, but axis 0",
+    ),
+    "expand fewer": ((F,), lambda x: x.expand((4,)), em.ShapeError, r"^expand: target \(4,\)"),
     # out-of-range dims
     "sum_dim": ((F,), lambda x: x.sum_dim(2), em.ShapeError, r"^sum_dim: dim 2 is out of range"),
     "mean_dim": ((F,), lambda x: x.mean_dim(-3), em.ShapeError, r"^mean_dim: dim -3"),
