@@ -43,7 +43,12 @@ def dim(op: str, d: int, ndim: int) -> int:
             raise ShapeError(f"{op}: dim must be an int, got {d!r}.") from None
     if -ndim <= d < ndim:
         return d + ndim if d < 0 else d
-    lo, hi = -max(ndim, 1), max(ndim, 1) - 1
+    if ndim == 0:
+        raise ShapeError(
+            f"{op}: dim {d} is out of range: a 0-d tensor has no dims. Use the full reduction or "
+            "reshape((1,)) first."
+        )
+    lo, hi = -ndim, ndim - 1
     raise ShapeError(
         f"{op}: dim {d} is out of range for a tensor of rank {ndim} (expected {lo}..{hi}). "
         "Negative dims count from the end."

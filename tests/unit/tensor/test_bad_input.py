@@ -54,6 +54,7 @@ CASES: dict[str, Case] = {
     "expand fewer": ((F,), lambda x: x.expand((4,)), em.ShapeError, r"^expand: target \(4,\)"),
     # out-of-range dims
     "sum_dim": ((F,), lambda x: x.sum_dim(2), em.ShapeError, r"^sum_dim: dim 2 is out of range"),
+    "sum_dim 0-d": ((F,), lambda x: x.sum().sum_dim(0), em.ShapeError, r"^sum_dim: .*0-d tensor"),
     "mean_dim": ((F,), lambda x: x.mean_dim(-3), em.ShapeError, r"^mean_dim: dim -3"),
     "max_dim": ((F,), lambda x: x.max_dim(5), em.ShapeError, r"^max_dim: dim 5"),
     "argmax": ((F,), lambda x: x.argmax(2), em.ShapeError, r"^argmax: dim 2"),
