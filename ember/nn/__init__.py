@@ -20,7 +20,9 @@ from .layers import Conv2d as Conv2d
 from .layers import ConvTranspose2d as ConvTranspose2d
 from .layers import Dropout as Dropout
 from .layers import Embedding as Embedding
+from .layers import Flatten as Flatten
 from .layers import GroupNorm as GroupNorm
+from .layers import Identity as Identity
 from .layers import LayerNorm as LayerNorm
 from .layers import Linear as Linear
 from .layers import MaxPool2d as MaxPool2d

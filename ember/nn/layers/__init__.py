@@ -27,3 +27,5 @@ from .pool import AvgPool2d as AvgPool2d
 from .pool import MaxPool2d as MaxPool2d
 from .rnn import GRU as GRU
 from .rnn import LSTM as LSTM
+from .shape import Flatten as Flatten
+from .shape import Identity as Identity
