@@ -36,7 +36,7 @@ def run_workload(name: str, device: Any, repeats: int | None) -> list[dict[str, 
         if e.name != f"ember.bench.{name}":
             raise
         raise RuntimeError(
-            f"bench: the workload module ember/bench/{name}.py is not installed; it must define "
+            f"the workload module ember/bench/{name}.py is not installed; it must define "
             "run(device, repeats) -> list[dict]."
         ) from None
     params = inspect.signature(module.run).parameters

@@ -19,7 +19,7 @@ _RESUME_OVERRIDES = ("epochs", "iters", "device", "display", "patience")
 # Defaults that depend on the model (nanoGPT's character config for gpt).
 _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "mlp": {"epochs": 20, "batch_size": 32, "lr": 3e-3, "optimizer": "adam", "weight_decay": 0.0},
-    "cnn": {"epochs": 12, "batch_size": 32, "lr": 3e-3, "optimizer": "adam", "weight_decay": 0.0},
+    "cnn": {"epochs": 20, "batch_size": 32, "lr": 3e-3, "optimizer": "adam", "weight_decay": 0.0},
     "gpt": {
         "epochs": None,
         "batch_size": 64,
