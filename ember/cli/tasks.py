@@ -24,6 +24,15 @@ def device_of(spec: str | None) -> Device:
     return parse_device(spec) if spec else default_device()
 
 
+def set_matmul_precision(device: Device, precision: str) -> None:
+    """On PyTorch devices, ``torch.set_float32_matmul_precision``: "high" allows TF32 matmuls on
+    CUDA (as the PyTorch reference training scripts do); NumPy devices are unaffected."""
+    if device.backend_name == "torch":
+        import torch
+
+        torch.set_float32_matmul_precision(precision)
+
+
 def image_split(dataset: str, split: str) -> ArrayDataset:
     """The train or test split of an image dataset."""
     if dataset == "digits":

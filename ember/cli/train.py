@@ -14,7 +14,7 @@ from ..tensor.creation import seed as seed_all
 from . import tasks
 
 # Options a resumed run may change; everything else comes from the run's config.json.
-_RESUME_OVERRIDES = ("epochs", "iters", "device", "display", "patience")
+_RESUME_OVERRIDES = ("epochs", "iters", "device", "display", "patience", "matmul_precision")
 
 # Defaults that depend on the model (nanoGPT's character config for gpt).
 _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -68,6 +68,12 @@ def add_parser(sub: Any) -> None:
         help="continue the run in RUN_DIR from its newest record",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--matmul-precision",
+        choices=("highest", "high", "medium"),
+        default="high",
+        help="float32 matmul precision on PyTorch devices (high: TF32 on CUDA)",
+    )
     p.add_argument("--patience", type=_positive_int, help="early stopping patience (epochs)")
     p.add_argument("--keep-records", type=_positive_int, default=3)
     p.add_argument("--display", choices=("auto", "tty", "plain", "none"), default="auto")
@@ -170,6 +176,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"{out} already holds a run; pass --resume {out} or another --output")
     seed_all(args.seed)
     device = tasks.device_of(args.device)
+    tasks.set_matmul_precision(device, args.matmul_precision)
     train_device = device.autodiff()
     if args.checkpointing == "balanced":
         train_device = train_device.gradient_checkpointing()
