@@ -2,10 +2,10 @@
 
 Network: conv 1->6 5x5, relu, max-pool 2, conv 6->16 5x5, relu, max-pool 2, fc 400->120, relu,
 fc 120->84, relu, fc 84->10, cross-entropy; input (64, 1, 32, 32). One step = forward, loss and
-backward to every parameter (no optimizer). Prints the median of several timed runs for both and
-the ratio ember / PyTorch, measured in the same process.
+backward to every parameter (no optimizer). Blocks of steps alternate (ember, torch; 3 rounds) in
+one process; prints medians and minima for both and the ratio ember / PyTorch.
 
-Usage: python bench/conv.py [--batch 64] [--repeats 30] [--threads 2]
+Usage: python bench/conv.py [--batch 64] [--repeats 10] [--threads 2]
 """
 
 from __future__ import annotations
@@ -19,27 +19,31 @@ from collections.abc import Callable
 
 
 def _alternating_ms(
-    a: Callable[[], object], b: Callable[[], object], repeats: int, warmup: int = 5
+    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 3
 ) -> tuple[list[float], list[float]]:
-    """Time ``a`` and ``b`` alternately, so load on a shared machine hits both alike."""
-    for _ in range(warmup):
-        a()
-        b()
-    ta, tb = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a()
-        ta.append(1e3 * (time.perf_counter() - t))
-        t = time.perf_counter()
-        b()
-        tb.append(1e3 * (time.perf_counter() - t))
+    """Time ``repeats`` calls of ``a``, then of ``b``, for several rounds.
+
+    Rounds alternate so drifting load on a shared machine hits both sides; a pause between
+    blocks lets the other library's idle worker threads stop spinning first.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(rounds):
+        for fn, acc in ((a, ta), (b, tb)):
+            for _ in range(3):
+                fn()  # warm-up
+            for _ in range(repeats):
+                t = time.perf_counter()
+                fn()
+                acc.append(1e3 * (time.perf_counter() - t))
+            time.sleep(0.2)
     return ta, tb
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=10, help="steps per block")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     # thread counts must be set before NumPy / BLAS load
@@ -100,7 +104,8 @@ def main() -> None:
     ta, tb = _alternating_ms(ember_step, torch_step, args.repeats)
     ember_ms, torch_ms = statistics.median(ta), statistics.median(tb)
     print(
-        f"LeNet-5 fwd+bwd, batch {args.batch}, {args.threads} threads, float32, {args.repeats} runs"
+        f"LeNet-5 fwd+bwd, batch {args.batch}, {args.threads} threads, float32, "
+        f"3 x {args.repeats} runs each"
     )
     print(f"  ember (numpy): median {ember_ms:8.3f} ms   min {min(ta):8.3f} ms")
     print(f"  torch eager:   median {torch_ms:8.3f} ms   min {min(tb):8.3f} ms")

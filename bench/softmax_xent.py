@@ -5,10 +5,10 @@ kernels via EMBER_NUM_THREADS; torch.set_num_threads):
   cross_entropy  F.cross_entropy(logits, labels).backward()  (the issue's target: <= 1.5x)
   softmax        (F.softmax(logits, -1) * w).sum().backward()
   log_softmax    F.nll_loss(F.log_softmax(logits, -1), labels).backward()
-Steps are timed alternately (ember, torch, ember, ...) so load on a shared machine hits both;
-medians and minima are printed with the ratio ember / PyTorch.
+Blocks of steps alternate (ember, torch; 3 rounds) so drifting load on a shared machine hits
+both; medians and minima over all steps are printed with the ratio ember / PyTorch.
 
-Usage: python bench/softmax_xent.py [--rows 4096] [--classes 1000] [--repeats 30] [--threads 2]
+Usage: python bench/softmax_xent.py [--rows 4096] [--classes 1000] [--repeats 10] [--threads 2]
 """
 
 from __future__ import annotations
@@ -21,19 +21,24 @@ from collections.abc import Callable
 
 
 def _alternating_ms(
-    a: Callable[[], object], b: Callable[[], object], repeats: int, warmup: int = 5
+    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 3
 ) -> tuple[list[float], list[float]]:
-    for _ in range(warmup):
-        a()
-        b()
-    ta, tb = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a()
-        ta.append(1e3 * (time.perf_counter() - t))
-        t = time.perf_counter()
-        b()
-        tb.append(1e3 * (time.perf_counter() - t))
+    """Time ``repeats`` calls of ``a``, then of ``b``, for several rounds.
+
+    Rounds alternate so drifting load on a shared machine hits both sides; a pause between
+    blocks lets the other library's idle worker threads stop spinning first.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(rounds):
+        for fn, acc in ((a, ta), (b, tb)):
+            for _ in range(3):
+                fn()  # warm-up
+            for _ in range(repeats):
+                t = time.perf_counter()
+                fn()
+                acc.append(1e3 * (time.perf_counter() - t))
+            time.sleep(0.2)
     return ta, tb
 
 
@@ -41,7 +46,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--classes", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=10, help="steps per block")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS"):
@@ -93,7 +98,7 @@ def main() -> None:
     }
     print(
         f"({args.rows}, {args.classes}) float32, fwd+bwd, {args.threads} threads, "
-        f"{args.repeats} runs"
+        f"3 x {args.repeats} runs each"
     )
     for name, (ours, ref, target) in work.items():
         g = ours()

@@ -553,74 +553,139 @@ def _tap(i: int, j: int, stride: Pair, dilation: Pair, out: Pair) -> tuple[slice
     )
 
 
-def _im2col(
-    x: np.ndarray,
-    kernel: Pair,
-    stride: Pair,
-    padding: Pair,
-    dilation: Pair,
-    out: Pair,
-    groups: int,
-) -> np.ndarray:
-    """Columns (G, Cg*kh*kw, N*Ho*Wo) of x (N, C, H, W): one strided copy per kernel tap."""
-    n, c = x.shape[:2]
-    kh, kw = kernel
-    # channels first, so that each tap fills a (C, N, Ho, Wo) slab with long contiguous rows
-    xt = _pad(x, padding).transpose(1, 0, 2, 3)
-    cols = np.empty((c, kh, kw, n, out[0], out[1]), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            rs, cs = _tap(i, j, stride, dilation, out)
-            cols[:, i, j] = xt[:, :, rs, cs]
-    return cols.reshape(groups, (c // groups) * kh * kw, n * out[0] * out[1])
+class _Geometry:
+    """Where each output position's column lives, for one convolution.
+
+    With stride 1 the columns use the padded input's full width (``width = Wp``): output
+    position (ho, wo) is column ho * Wp + wo, so kernel tap (i, j) reads one contiguous run of
+    Ho * Wp values per (channel, image) at offset i*dh*Wp + j*dw of the flattened image. The
+    wo >= Wo columns are junk, computed and dropped (zero in gradients). Other strides use
+    exact (Ho, Wo) columns filled with strided slices (``width = Wo``).
+    """
+
+    __slots__ = ("dilation", "flat", "kernel", "out", "padding", "shape", "stride", "width")
+
+    def __init__(
+        self, shape: tuple[int, ...], kernel: Pair, stride: Pair, padding: Pair, dilation: Pair
+    ) -> None:
+        self.shape = shape  # the input's (N, C, H, W)
+        self.kernel, self.stride, self.padding, self.dilation = kernel, stride, padding, dilation
+        h, w = shape[2], shape[3]
+        self.out = (
+            _conv_out(h, kernel[0], stride[0], padding[0], dilation[0]),
+            _conv_out(w, kernel[1], stride[1], padding[1], dilation[1]),
+        )
+        self.flat = stride == (1, 1)
+        self.width = w + 2 * padding[1] if self.flat else self.out[1]
+
+    @property
+    def columns(self) -> int:  # columns per image
+        return self.out[0] * self.width
+
+    def taps(self) -> list[tuple[int, int, Any]]:
+        """(i, j, where) per tap: a flat offset, or (rows, cols) slices of the padded input."""
+        kh, kw = self.kernel
+        dh, dw = self.dilation
+        if self.flat:
+            return [(i, j, i * dh * self.width + j * dw) for i in range(kh) for j in range(kw)]
+        return [
+            (i, j, _tap(i, j, self.stride, self.dilation, self.out))
+            for i in range(kh)
+            for j in range(kw)
+        ]
+
+    def flat_zeros(self, dtype: np.dtype) -> np.ndarray:
+        """Zeros (C, N, Hp*Wp + tail): channels-first flattened padded images, with a zero tail
+        that the last taps' junk columns may reach."""
+        n, c, h, w = self.shape
+        hp, wp = h + 2 * self.padding[0], w + 2 * self.padding[1]
+        tail = (self.kernel[1] - 1) * self.dilation[1]
+        return np.zeros((c, n, hp * wp + tail), dtype=dtype)
+
+    def padded_flat(self, x: np.ndarray) -> np.ndarray:
+        """x (N, C, H, W) written into ``flat_zeros``."""
+        n, c, h, w = self.shape
+        ph, pw = self.padding
+        buf = self.flat_zeros(x.dtype)
+        view = buf[:, :, : (h + 2 * ph) * (w + 2 * pw)].reshape(c, n, h + 2 * ph, w + 2 * pw)
+        view[:, :, ph : ph + h, pw : pw + w] = x.transpose(1, 0, 2, 3)
+        return buf
+
+    def im2col(self, x: np.ndarray, groups: int) -> np.ndarray:
+        """Columns (G, Cg*kh*kw, N*columns) of x (N, C, H, W)."""
+        n, c = self.shape[:2]
+        kh, kw = self.kernel
+        if self.flat:
+            src = self.padded_flat(x)
+            cols = np.empty((c, kh, kw, n, self.columns), dtype=x.dtype)
+            length = self.columns
+            for i, j, off in self.taps():
+                cols[:, i, j] = src[:, :, off : off + length]
+        else:
+            # channels first, so that each tap fills a (C, N, Ho, Wo) slab
+            xt = _pad(x, self.padding).transpose(1, 0, 2, 3)
+            cols = np.empty((c, kh, kw, n, self.out[0], self.out[1]), dtype=x.dtype)
+            for i, j, (rs, cs) in self.taps():
+                cols[:, i, j] = xt[:, :, rs, cs]
+        return cols.reshape(groups, (c // groups) * kh * kw, n * self.columns)
+
+    def col2im(self, dcols: np.ndarray) -> np.ndarray:
+        """Adjoint of ``im2col``: sum (G, Cg*kh*kw, N*columns) columns into (N, C, H, W)."""
+        n, c, h, w = self.shape
+        kh, kw = self.kernel
+        ph, pw = self.padding
+        hp, wp = h + 2 * ph, w + 2 * pw
+        if self.flat:
+            d = dcols.reshape(c, kh, kw, n, self.columns)
+            acc = self.flat_zeros(dcols.dtype)
+            length = self.columns
+            for i, j, off in self.taps():
+                acc[:, :, off : off + length] += d[:, i, j]
+            full = acc[:, :, : hp * wp].reshape(c, n, hp, wp)
+        else:
+            d = dcols.reshape(c, kh, kw, n, self.out[0], self.out[1])
+            full = np.zeros((c, n, hp, wp), dtype=dcols.dtype)
+            for i, j, (rs, cs) in self.taps():
+                full[:, :, rs, cs] += d[:, i, j]
+        # (C, N, Hp, Wp) -> (N, C, H, W)
+        return np.ascontiguousarray(full[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3))
+
+    def rows(self, y: np.ndarray, groups: int) -> np.ndarray:
+        """(N, O, Ho, Wo) -> (G, O/G, N*columns), channels as matrix rows; junk columns zero."""
+        n, o = y.shape[:2]
+        yt = y.transpose(1, 0, 2, 3)
+        if self.width == self.out[1]:
+            m = np.ascontiguousarray(yt)
+        else:
+            m = np.zeros((o, n, self.out[0], self.width), dtype=y.dtype)
+            m[..., : self.out[1]] = yt
+        return m.reshape(groups, o // groups, -1)
+
+    def unrows(self, m: np.ndarray) -> np.ndarray:
+        """(G, O/G, N*columns) -> (N, O, Ho, Wo), contiguous, junk columns dropped."""
+        o = m.shape[0] * m.shape[1]
+        t = m.reshape(o, self.shape[0], self.out[0], self.width)[..., : self.out[1]]
+        return np.ascontiguousarray(t.transpose(1, 0, 2, 3))
 
 
-def _col2im(
-    dcols: np.ndarray,
-    x_shape: tuple[int, ...],
-    kernel: Pair,
-    stride: Pair,
-    padding: Pair,
-    dilation: Pair,
-    out: Pair,
-) -> np.ndarray:
-    """Adjoint of ``_im2col``: sum (G, Cg*kh*kw, N*Ho*Wo) columns back into (N, C, H, W)."""
-    n, c, h, w = x_shape
-    kh, kw = kernel
-    ph, pw = padding
-    d = dcols.reshape(c, kh, kw, n, out[0], out[1])
-    gxp = np.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=dcols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            rs, cs = _tap(i, j, stride, dilation, out)
-            gxp[:, :, rs, cs] += d[:, i, j]
-    # (C, N, Hp, Wp) -> (N, C, H, W)
-    return np.ascontiguousarray(gxp[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3))
+def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b^T for stacks a (G, M, L), b (G, N, L) with a long shared axis L.
 
-
-def _channel_rows(y: np.ndarray, groups: int) -> np.ndarray:
-    """(N, O, Ho, Wo) -> (G, O/G, N*Ho*Wo): channels as matrix rows (a transposing copy)."""
-    o = y.shape[1]
-    return np.ascontiguousarray(y.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
-
-
-def _batch_first(m: np.ndarray, n: int, out: Pair) -> np.ndarray:
-    """(G, O/G, N*Ho*Wo) -> (N, O, Ho, Wo), contiguous."""
-    o = m.shape[0] * m.shape[1]
-    return np.ascontiguousarray(m.reshape(o, n, out[0], out[1]).transpose(1, 0, 2, 3))
+    OpenBLAS is several times slower on such (small M, N; large L) products than on the same
+    work cut into L-chunks of 4096, so long products are summed chunk by chunk.
+    """
+    length = a.shape[-1]
+    if length <= 8192:
+        return a @ b.transpose(0, 2, 1)
+    out = a[..., :4096] @ b[..., :4096].transpose(0, 2, 1)
+    for lo in range(4096, length, 4096):
+        out += a[..., lo : lo + 4096] @ b[..., lo : lo + 4096].transpose(0, 2, 1)
+    return out
 
 
 def _weight_rows(weight: np.ndarray, groups: int) -> np.ndarray:
     """(O, Cg, kh, kw) -> (G, O/G, Cg*kh*kw)."""
     return weight.reshape(groups, weight.shape[0] // groups, -1)
-
-
-def _out_size(x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> Pair:
-    h, w = x.shape[2:]
-    return (
-        _conv_out(h, kernel[0], stride[0], padding[0], dilation[0]),
-        _conv_out(w, kernel[1], stride[1], padding[1], dilation[1]),
-    )
 
 
 def conv2d(
@@ -632,10 +697,8 @@ def conv2d(
     dilation: Pair,
     groups: int,
 ) -> np.ndarray:
-    kernel = (weight.shape[2], weight.shape[3])
-    out = _out_size(x, kernel, stride, padding, dilation)
-    cols = _im2col(x, kernel, stride, padding, dilation, out, groups)
-    y = _batch_first(_weight_rows(weight, groups) @ cols, x.shape[0], out)
+    geo = _Geometry(x.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
+    y = geo.unrows(_weight_rows(weight, groups) @ geo.im2col(x, groups))
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -652,18 +715,15 @@ def conv2d_backward(
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
-    kernel = (weight.shape[2], weight.shape[3])
-    out = (grad.shape[2], grad.shape[3])
-    g = _channel_rows(grad, groups)  # (G, Og, N*Ho*Wo)
+    geo = _Geometry(x.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
+    g = geo.rows(grad, groups)  # (G, Og, N*columns)
     gx = gw = None
     if need_weight:
         # dW = g @ cols^T; the columns are rebuilt from x rather than kept from the forward
-        cols = _im2col(x, kernel, stride, padding, dilation, out, groups)
-        gw = (g @ cols.transpose(0, 2, 1)).reshape(weight.shape)
+        gw = _matmul_nt(g, geo.im2col(x, groups)).reshape(weight.shape)
     if need_input:
-        dcols = _weight_rows(weight, groups).transpose(0, 2, 1) @ g
-        gx = _col2im(dcols, x.shape, kernel, stride, padding, dilation, out)
-    return gx, gw, grad.sum(axis=(0, 2, 3))
+        gx = geo.col2im(_weight_rows(weight, groups).transpose(0, 2, 1) @ g)
+    return gx, gw, g.sum(axis=2).reshape(-1)
 
 
 def conv_transpose2d(
@@ -687,8 +747,8 @@ def conv_transpose2d(
     )
     # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
     # this op is that conv's input gradient
-    dcols = _weight_rows(weight, groups).transpose(0, 2, 1) @ _channel_rows(x, groups)
-    y = _col2im(dcols, out_shape, (kh, kw), stride, padding, dilation, (h, w))
+    geo = _Geometry(out_shape, (kh, kw), stride, padding, dilation)
+    y = geo.col2im(_weight_rows(weight, groups).transpose(0, 2, 1) @ geo.rows(x, groups))
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -704,15 +764,14 @@ def conv_transpose2d_backward(
     need_input: bool,
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    kernel = (weight.shape[2], weight.shape[3])
-    out = (x.shape[2], x.shape[3])
+    geo = _Geometry(grad.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
     gx = gw = None
     if need_input or need_weight:
-        cols = _im2col(grad, kernel, stride, padding, dilation, out, groups)
+        cols = geo.im2col(grad, groups)
         if need_input:
-            gx = _batch_first(_weight_rows(weight, groups) @ cols, x.shape[0], out)
+            gx = geo.unrows(_weight_rows(weight, groups) @ cols)
         if need_weight:
-            gw = (_channel_rows(x, groups) @ cols.transpose(0, 2, 1)).reshape(weight.shape)
+            gw = _matmul_nt(geo.rows(x, groups), cols).reshape(weight.shape)
     return gx, gw, grad.sum(axis=(0, 2, 3))
 
 
