@@ -513,6 +513,10 @@ class TorchBackend:
         ``ember.optim.Adam.update`` per parameter. ``exp_avgs`` / ``exp_avg_sqs`` are ``None``
         on the first step.
         """
+        # the multi-tensor fast path needs matching dense layouts (a linear layer's weight
+        # gradient arrives transposed); otherwise torch falls back to one kernel per tensor
+        params = [p.contiguous() for p in params]
+        grads = [g.contiguous() for g in grads]
         if weight_decay and decoupled:
             params = list(torch._foreach_mul(params, 1.0 - lr * weight_decay))
         elif weight_decay:
