@@ -247,7 +247,7 @@ def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
         data = x._data
         dev = x._dev
         b = dev.b
-        if b.is_float(data):  # the common case: the tensor's dtype stays
+        if b.scalar_ok(data):  # the common case: a float tensor keeps its dtype
             out = b.table[spec.name](data, value)
             if type(out) is not b.array_type:
                 out = b.asarray(out)
@@ -260,4 +260,6 @@ def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
     want = scalar_dtype(dt, value)
     if want is not dt:
         x = cast(x, want)
+    if want.is_float:  # a scalar of the tensor's own dtype, so no kernel upcasts (bfloat16)
+        value = x._dev.b.scalar(value, x._data)
     return apply1(spec, x, {"value": value})

@@ -27,6 +27,7 @@ _TO_NP: dict[DType, np.dtype] = {
 }
 _FROM_NP: dict[np.dtype, DType] = {v: k for k, v in _TO_NP.items()}
 _NP_FLOATS = frozenset(v for k, v in _TO_NP.items() if k.is_float)
+_SCALAR_OK = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
 def np_dtype(d: DType) -> np.dtype:
@@ -63,6 +64,11 @@ class NumpyBackend:
 
     def is_float(self, x: np.ndarray) -> bool:
         return x.dtype in _NP_FLOATS
+
+    def scalar_ok(self, x: np.ndarray) -> bool:
+        """A float array whose kernels keep its dtype for a Python scalar operand (NEP 50);
+        NumPy promotes bfloat16 (an ml_dtypes type) with a Python float to float32."""
+        return x.dtype in _SCALAR_OK
 
     def asarray(self, x: Any) -> np.ndarray:
         return np.asarray(x)

@@ -142,6 +142,10 @@ class TorchBackend:
     def is_float(self, x: Tensor) -> bool:
         return x.is_floating_point()
 
+    def scalar_ok(self, x: Tensor) -> bool:
+        """Float tensors keep their dtype for a Python scalar operand in torch kernels."""
+        return x.is_floating_point()
+
     def asarray(self, x: Any) -> Tensor:
         if isinstance(x, torch.Tensor):
             return x.detach().to(self.device)
