@@ -139,8 +139,7 @@ class TorchBackend:
     def dtype_of(self, x: Tensor) -> DType:
         return _FROM_TORCH[x.dtype]
 
-    def is_float(self, x: Tensor) -> bool:
-        return x.is_floating_point()
+    is_float = staticmethod(torch.is_floating_point)  # dispatch calls it on every op
 
     def scalar_ok(self, x: Tensor) -> bool:
         """Float tensors keep their dtype for a Python scalar operand in torch kernels."""
@@ -317,14 +316,10 @@ class TorchBackend:
         return torch.matmul(x, y)
 
     # ---------------------------------------------------------------- movement
-    def reshape(self, x: Tensor, shape: Shape) -> Tensor:
-        return x.reshape(shape)
-
-    def permute(self, x: Tensor, dims: Sequence[int]) -> Tensor:
-        return x.permute(tuple(dims))
-
-    def expand(self, x: Tensor, shape: Shape) -> Tensor:
-        return x.expand(shape)
+    # plain torch functions: no Python frame on the hot layout ops
+    reshape = staticmethod(torch.reshape)
+    permute = staticmethod(torch.permute)
+    expand = staticmethod(torch.Tensor.expand)
 
     def index(self, x: Tensor, key: Any) -> Tensor:
         return x[self._key(key)]

@@ -133,3 +133,18 @@ def test_bool_index_and_integer_matmul_match_numpy() -> None:
         t = em.Tensor.from_data(a, device=dev)
         np.testing.assert_array_equal((t @ t.transpose()).to_numpy(), a @ a.T)
         np.testing.assert_array_equal(t[1:, ::2].to_numpy(), a[1:, ::2])
+
+
+def test_missing_torch_gives_a_device_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import ember.backend as backend_pkg
+    from ember.backend import registry
+
+    monkeypatch.delitem(registry._BACKENDS, "torch")
+    monkeypatch.setattr(backend_pkg, "torch", backend_pkg.torch)
+    for name in [m for m in sys.modules if m.startswith("ember.backend.torch")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    with pytest.raises(em.DeviceError, match=r"PyTorch backend is not available"):
+        registry._load("torch")
