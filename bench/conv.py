@@ -1,5 +1,8 @@
 """LeNet-5 forward + backward, ember (NumPy backend) vs PyTorch CPU eager, 2 threads each.
 
+ember's threads are its kernel pool (EMBER_NUM_THREADS: im2col, col2im, pooling and the conv
+products are split between them), with NumPy's BLAS kept at one thread so the two never nest.
+
 Network: conv 1->6 5x5, relu, max-pool 2, conv 6->16 5x5, relu, max-pool 2, fc 400->120, relu,
 fc 120->84, relu, fc 84->10, cross-entropy; input (64, 1, 32, 32). One step = forward, loss and
 backward to every parameter (no optimizer). Blocks of steps alternate (ember, torch; 3 rounds) in
@@ -47,8 +50,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     # thread counts must be set before NumPy / BLAS load
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
+    # ember's threads are its kernel pool (EMBER_NUM_THREADS); NumPy's BLAS stays at one thread
+    # so the two never nest. Both must be set before NumPy loads.
+    os.environ["EMBER_NUM_THREADS"] = str(args.threads)
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
     import numpy as np
     import torch
     import torch.nn.functional as TF

@@ -43,16 +43,13 @@ def num_threads() -> int:
 
 def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None:
     """Call ``fn(lo, hi)`` over cache-sized row blocks of ``range(rows)`` on a thread pool."""
-    global _pool, _pool_size
     block = max(1, _BLOCK_ELEMS // max(cols, 1))
     n = num_threads()
     if n == 1 or rows * cols < _PARALLEL_MIN or rows < 2:
         for lo in range(0, rows, block):
             fn(lo, min(lo + block, rows))
         return
-    if _pool is None or _pool_size != n:
-        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ember-np")
-        _pool_size = n
+    pool = _get_pool()
     per = -(-rows // n)
 
     def work(start: int) -> None:
@@ -60,10 +57,33 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
         for lo in range(start, stop, block):
             fn(lo, min(lo + block, stop))
 
-    futures = [_pool.submit(work, s) for s in range(per, rows, per)]
+    futures = [pool.submit(work, s) for s in range(per, rows, per)]
     work(0)  # the calling thread takes the first share
     for f in futures:
         f.result()
+
+
+def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None]) -> None:
+    """Call ``fn(lo, hi)`` on one contiguous share of ``range(n)`` per thread (``elems``: the
+    total work in elements, below ``_PARALLEL_MIN`` it all runs on the calling thread)."""
+    threads = min(num_threads(), n)
+    if threads <= 1 or elems < _PARALLEL_MIN:
+        fn(0, n)
+        return
+    per = -(-n // threads)
+    futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
+    fn(0, per)
+    for f in futures:
+        f.result()
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    n = num_threads()
+    if _pool is None or _pool_size != n:
+        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ember-np")
+        _pool_size = n
+    return _pool
 
 
 def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
@@ -615,18 +635,27 @@ class _Geometry:
         """Columns (G, Cg*kh*kw, N*columns) of x (N, C, H, W)."""
         n, c = self.shape[:2]
         kh, kw = self.kernel
+        taps = self.taps()
         if self.flat:
             src = self.padded_flat(x)
             cols = np.empty((c, kh, kw, n, self.columns), dtype=x.dtype)
             length = self.columns
-            for i, j, off in self.taps():
-                cols[:, i, j] = src[:, :, off : off + length]
+
+            def fill(lo: int, hi: int) -> None:
+                for i, j, off in taps:
+                    cols[:, i, j, lo:hi] = src[:, lo:hi, off : off + length]
+
         else:
             # channels first, so that each tap fills a (C, N, Ho, Wo) slab
             xt = _pad(x, self.padding).transpose(1, 0, 2, 3)
             cols = np.empty((c, kh, kw, n, self.out[0], self.out[1]), dtype=x.dtype)
-            for i, j, (rs, cs) in self.taps():
-                cols[:, i, j] = xt[:, :, rs, cs]
+
+            def fill(lo: int, hi: int) -> None:
+                for i, j, (rs, cs) in taps:
+                    cols[:, i, j, lo:hi] = xt[:, lo:hi, rs, cs]
+
+        # the images are split between threads; each copies every tap of its share
+        _parallel_split(n, cols.size, fill)
         return cols.reshape(groups, (c // groups) * kh * kw, n * self.columns)
 
     def col2im(self, dcols: np.ndarray) -> np.ndarray:
@@ -635,18 +664,27 @@ class _Geometry:
         kh, kw = self.kernel
         ph, pw = self.padding
         hp, wp = h + 2 * ph, w + 2 * pw
+        taps = self.taps()
         if self.flat:
             d = dcols.reshape(c, kh, kw, n, self.columns)
             acc = self.flat_zeros(dcols.dtype)
             length = self.columns
-            for i, j, off in self.taps():
-                acc[:, :, off : off + length] += d[:, i, j]
+
+            def add(lo: int, hi: int) -> None:
+                for i, j, off in taps:
+                    acc[:, lo:hi, off : off + length] += d[:, i, j, lo:hi]
+
+            _parallel_split(n, d.size, add)
             full = acc[:, :, : hp * wp].reshape(c, n, hp, wp)
         else:
             d = dcols.reshape(c, kh, kw, n, self.out[0], self.out[1])
             full = np.zeros((c, n, hp, wp), dtype=dcols.dtype)
-            for i, j, (rs, cs) in self.taps():
-                full[:, :, rs, cs] += d[:, i, j]
+
+            def add_taps(lo: int, hi: int) -> None:
+                for i, j, (rs, cs) in taps:
+                    full[:, lo:hi, rs, cs] += d[:, i, j, lo:hi]
+
+            _parallel_split(n, d.size, add_taps)
         # (C, N, Hp, Wp) -> (N, C, H, W)
         return np.ascontiguousarray(full[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3))
 
@@ -672,14 +710,41 @@ def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b^T for stacks a (G, M, L), b (G, N, L) with a long shared axis L.
 
     OpenBLAS is several times slower on such (small M, N; large L) products than on the same
-    work cut into L-chunks of 4096, so long products are summed chunk by chunk.
+    work cut into L-chunks of 4096, so long products are summed chunk by chunk (the threads of
+    the pool take alternate chunks and keep partial sums).
     """
     length = a.shape[-1]
     if length <= 8192:
         return a @ b.transpose(0, 2, 1)
-    out = a[..., :4096] @ b[..., :4096].transpose(0, 2, 1)
-    for lo in range(4096, length, 4096):
-        out += a[..., lo : lo + 4096] @ b[..., lo : lo + 4096].transpose(0, 2, 1)
+    starts = list(range(0, length, 4096))
+    partial: list[np.ndarray | None] = [None] * len(starts)
+
+    def run(lo: int, hi: int) -> None:
+        acc = None
+        for k in range(lo, hi):
+            s = starts[k]
+            p = a[..., s : s + 4096] @ b[..., s : s + 4096].transpose(0, 2, 1)
+            acc = p if acc is None else np.add(acc, p, out=acc)
+        partial[lo] = acc
+
+    _parallel_split(len(starts), a.size + b.size, run)
+    out = None
+    for p in partial:
+        if p is not None:
+            out = p if out is None else np.add(out, p, out=out)
+    assert out is not None
+    return out
+
+
+def _matmul_wide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (G, M, K) @ b (G, K, L) for a wide L, its columns split between the pool's threads."""
+    length = b.shape[-1]
+    out = np.empty((a.shape[0], a.shape[1], length), dtype=np.result_type(a, b))
+
+    def run(lo: int, hi: int) -> None:
+        np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+
+    _parallel_split(length, out.size * a.shape[2] // 8, run)
     return out
 
 
@@ -698,7 +763,7 @@ def conv2d(
     groups: int,
 ) -> np.ndarray:
     geo = _Geometry(x.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
-    y = geo.unrows(_weight_rows(weight, groups) @ geo.im2col(x, groups))
+    y = geo.unrows(_matmul_wide(_weight_rows(weight, groups), geo.im2col(x, groups)))
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -722,7 +787,7 @@ def conv2d_backward(
         # dW = g @ cols^T; the columns are rebuilt from x rather than kept from the forward
         gw = _matmul_nt(g, geo.im2col(x, groups)).reshape(weight.shape)
     if need_input:
-        gx = geo.col2im(_weight_rows(weight, groups).transpose(0, 2, 1) @ g)
+        gx = geo.col2im(_matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), g))
     return gx, gw, g.sum(axis=2).reshape(-1)
 
 
@@ -748,7 +813,9 @@ def conv_transpose2d(
     # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
     # this op is that conv's input gradient
     geo = _Geometry(out_shape, (kh, kw), stride, padding, dilation)
-    y = geo.col2im(_weight_rows(weight, groups).transpose(0, 2, 1) @ geo.rows(x, groups))
+    y = geo.col2im(
+        _matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), geo.rows(x, groups))
+    )
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -769,7 +836,7 @@ def conv_transpose2d_backward(
     if need_input or need_weight:
         cols = geo.im2col(grad, groups)
         if need_input:
-            gx = geo.unrows(_weight_rows(weight, groups) @ cols)
+            gx = geo.unrows(_matmul_wide(_weight_rows(weight, groups), cols))
         if need_weight:
             gw = _matmul_nt(geo.rows(x, groups), cols).reshape(weight.shape)
     return gx, gw, grad.sum(axis=(0, 2, 3))
@@ -807,9 +874,15 @@ def max_pool2d(
     out = _pool_geometry(x, kernel_size, stride, padding, dilation)
     xp = _pad(x, padding, -np.inf)
     taps = _taps(xp, kernel_size, stride, dilation, out)
-    y = np.array(xp[taps[0][1]], copy=True)
-    for _, key in taps[1:]:
-        np.maximum(y, xp[key], out=y)
+    y = np.empty((*x.shape[:2], *out), dtype=x.dtype)
+
+    def run(lo: int, hi: int) -> None:
+        yb = y[lo:hi]
+        np.copyto(yb, xp[lo:hi][taps[0][1]])
+        for _, key in taps[1:]:
+            np.maximum(yb, xp[lo:hi][key], out=yb)
+
+    _parallel_split(x.shape[0], y.size * len(taps), run)
     return y
 
 
@@ -825,22 +898,27 @@ def max_pool2d_backward(
     out = grad.shape[2:]
     xp = _pad(x, padding, -np.inf)
     taps = _taps(xp, kernel_size, stride, dilation, out)
-    best = np.array(xp[taps[0][1]], copy=True)
-    arg = np.zeros(best.shape, dtype=np.int16)
-    for t, key in taps[1:]:
-        v = xp[key]
-        better = v > best  # strict: an equal later value keeps the earlier tap
-        np.maximum(best, v, out=best)
-        np.putmask(arg, better, t)
     gxp = np.zeros(xp.shape, dtype=grad.dtype)
     # disjoint windows: each input is read by at most one tap of one window, so assign
     disjoint = all(stride[i] >= dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2))
-    for t, key in taps:
-        part = np.multiply(grad, arg == t)
-        if disjoint:
-            gxp[key] = part
-        else:
-            gxp[key] += part
+
+    def run(lo: int, hi: int) -> None:
+        xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
+        best = np.array(xb[taps[0][1]], copy=True)
+        arg = np.zeros(best.shape, dtype=np.int16)
+        for t, key in taps[1:]:
+            v = xb[key]
+            better = v > best  # strict: an equal later value keeps the earlier tap
+            np.maximum(best, v, out=best)
+            np.putmask(arg, better, t)
+        for t, key in taps:
+            part = np.multiply(gb, arg == t)
+            if disjoint:
+                gxb[key] = part
+            else:
+                gxb[key] += part
+
+    _parallel_split(x.shape[0], grad.size * len(taps), run)
     ph, pw = padding
     return gxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
 

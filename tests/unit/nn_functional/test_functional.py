@@ -466,3 +466,29 @@ def test_sdpa_errors() -> None:
         F.scaled_dot_product_attention(q, q, q, em.Tensor.zeros((3, 4)))
     with pytest.raises(em.DTypeError, match="bool or float attn_mask"):
         F.scaled_dot_product_attention(q, q, q, em.tensor(np.zeros((4, 4), dtype=np.int64)))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_and_pool_large_inputs_use_the_threaded_kernels(
+    stride: int, rng: np.random.Generator
+) -> None:
+    # big enough that im2col, col2im and pooling split the batch between threads
+    x, w, b = rng.normal(size=(8, 3, 34, 30)), rng.normal(size=(4, 3, 5, 5)), rng.normal(size=(4,))
+    check(
+        lambda x, w, b: F.max_pool2d(F.conv2d(x, w, b, stride=stride, padding=1), 2),
+        lambda x, w, b: TF.max_pool2d(TF.conv2d(x, w, b, stride=stride, padding=1), 2),
+        x,
+        w,
+        b,
+        dtype="float32",
+        rtol=1e-4,
+        atol=1e-4,
+    )
+    check(
+        lambda x: F.max_pool2d(x, 3, 1, 1),
+        lambda x: TF.max_pool2d(x, 3, 1, 1),
+        rng.normal(size=(8, 4, 40, 40)),
+        dtype="float32",
+        rtol=1e-6,
+        atol=1e-6,
+    )
