@@ -54,14 +54,14 @@ class Adam(Optimizer):
 
     def update_many(
         self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
-    ) -> list[tuple[Tensor, State]]:
+    ) -> list[tuple[Tensor, State]] | None:
         """All parameters in one multi-tensor kernel where the backend has one (torch)."""
         fn = getattr(params[0]._dev.b, "adam_many", None) if params else None
         steps = {int(st.get("step", 0)) for st in states}
         fresh = all("exp_avg" not in st for st in states)
         kept = all(isinstance(st.get("exp_avg"), Tensor) for st in states)
         if fn is None or len(steps) != 1 or not (fresh or kept):
-            return super().update_many(lr, params, grads, states)
+            return None
         t = steps.pop() + 1
         ms = None if fresh else [st["exp_avg"]._data for st in states]  # type: ignore[union-attr]
         vs = None if fresh else [st["exp_avg_sq"]._data for st in states]  # type: ignore[union-attr]

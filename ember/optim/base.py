@@ -39,10 +39,10 @@ class Optimizer:
 
     def update_many(
         self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
-    ) -> list[tuple[Tensor, State]]:
-        """``update`` for parameters of one device; optimizers with a multi-tensor kernel
-        override it (the loop here is the fallback)."""
-        return [self.update(lr, x, g, st) for x, g, st in zip(params, grads, states)]
+    ) -> list[tuple[Tensor, State]] | None:
+        """``update`` of all parameters of one device in one go, for optimizers with a
+        multi-tensor kernel; ``None`` (the default) means one ``update`` per parameter."""
+        return None
 
     def step(self, lr: float, module: Module, grads: GradientsParams) -> Module:
         """Update ``module``'s parameters in place from ``grads`` and return the module."""
@@ -55,7 +55,8 @@ class Optimizer:
             grads = self.grad_clipping.apply(grads)
         lr = float(lr)
         states = self._state
-        items = []
+        # parameters grouped per device, so a multi-tensor kernel sees all of a device's at once
+        groups: dict[object, list[Any]] = {}
         for p in module.parameters():
             g = grads.remove(p.id)
             if g is None:
@@ -69,17 +70,14 @@ class Optimizer:
                 state = {}
             elif _off_device(state, x):
                 state = _move(state, x)
-            items.append((p, cur, x, g, state))
-        # one update_many call per device, so multi-tensor kernels see every parameter at once
-        groups: dict[object, list[Any]] = {}
-        for item in items:
-            groups.setdefault(item[2]._dev, []).append(item)
+            groups.setdefault(x._dev, []).append((p, cur, x, g, state))
         for group in groups.values():
-            results = self.update_many(
+            many = self.update_many(
                 lr, [i[2] for i in group], [i[3] for i in group], [i[4] for i in group]
             )
-            for (p, cur, _, _, _), (new, state) in zip(group, results):
-                states[p.id] = state
+            for j, (p, cur, x, g, state) in enumerate(group):
+                group[j] = None  # the old value and gradient can go once this one is updated
+                new, states[p.id] = many[j] if many is not None else self.update(lr, x, g, state)
                 s = cur.gradient_checkpointing_strategy()
                 p._value = new if s is None else relift(new, s, p._trainable)
         return module
