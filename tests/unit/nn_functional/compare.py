@@ -10,6 +10,16 @@ import torch
 import ember as em
 
 AD = em.Device.cpu().autodiff()
+_CURRENT = [AD]
+
+
+def dev() -> em.Device:
+    """The autodiff device ``check`` runs on (set per backend by this package's conftest)."""
+    return _CURRENT[0]
+
+
+def use(device: em.Device) -> None:
+    _CURRENT[0] = device
 
 
 def check(
@@ -27,11 +37,11 @@ def check(
     xs, ts = [], []
     for a in arrays:
         if a.dtype.kind == "f":
-            x = em.tensor(a, device=AD, dtype=em_dt)
+            x = em.tensor(a, device=dev(), dtype=em_dt)
             xs.append(x.require_grad() if grad else x)
             ts.append(torch.tensor(a, dtype=th_dt, requires_grad=grad))
         else:
-            xs.append(em.tensor(a, device=AD))
+            xs.append(em.tensor(a, device=dev()))
             ts.append(torch.tensor(a))
     out = ours(*xs)
     want = ref(*ts)
@@ -40,7 +50,7 @@ def check(
     if not grad:
         return
     w = np.random.default_rng(1).normal(size=want.shape)
-    grads = (out * em.tensor(w, dtype=em_dt)).sum().backward()
+    grads = (out * em.tensor(w, device=dev().without_autodiff(), dtype=em_dt)).sum().backward()
     (want * torch.tensor(w, dtype=th_dt)).sum().backward()
     for x, t, a in zip(xs, ts, arrays):
         if a.dtype.kind != "f":

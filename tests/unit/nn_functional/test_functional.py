@@ -14,7 +14,7 @@ import torch.nn.functional as TF
 import ember as em
 from ember.nn import functional as F
 
-from .compare import AD, check
+from .compare import AD, check, dev
 
 
 @pytest.fixture
@@ -129,9 +129,9 @@ def test_dropout_identity_cases_and_seeding() -> None:
 def test_dropout_balanced_matches_disabled_exactly() -> None:
     # the mask is a kept creation, so recomputation under Balanced is exact
     results = []
-    for dev in (AD, AD.gradient_checkpointing()):
+    for device in (AD, AD.gradient_checkpointing()):
         em.seed(11)
-        x = em.Tensor.random((8, 16), em.Distribution.normal(), device=dev).require_grad()
+        x = em.Tensor.random((8, 16), em.Distribution.normal(), device=device).require_grad()
         y = F.gelu(F.dropout(x.tanh() * 2.0, p=0.4)).sum()
         g = x.grad(y.backward())
         assert g is not None
@@ -374,7 +374,11 @@ def test_batch_norm_eval(rng: np.random.Generator) -> None:
     rm, rv = rng.normal(size=(3,)), rng.uniform(0.5, 2, size=(3,))
     check(
         lambda x, w, b: F.batch_norm(
-            x, em.tensor(rm, dtype=em.float64), em.tensor(rv, dtype=em.float64), w, b
+            x,
+            em.tensor(rm, device=dev(), dtype=em.float64),
+            em.tensor(rv, device=dev(), dtype=em.float64),
+            w,
+            b,
         )[0],
         lambda x, w, b: TF.batch_norm(x, torch.tensor(rm), torch.tensor(rv), w, b),
         x,
@@ -428,7 +432,7 @@ def test_sdpa_masks(rng: np.random.Generator) -> None:
     bmask[:, 0] = True  # every query sees at least one key
     fmask = rng.normal(size=(2, 4, 5))
     check(
-        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, em.tensor(bmask)),
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, em.tensor(bmask, device=dev())),
         _sdpa_ref(attn_mask=torch.tensor(bmask)),
         q,
         k,

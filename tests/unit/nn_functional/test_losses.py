@@ -13,7 +13,7 @@ import torch.nn.functional as TF
 import ember as em
 from ember.nn import functional as F
 
-from .compare import check
+from .compare import check, dev
 
 REDUCTIONS = ["mean", "sum", "none"]
 
@@ -187,7 +187,9 @@ def test_binary_cross_entropy(reduction: str, rng: np.random.Generator) -> None:
         t,
     )
     check(
-        lambda p, t: F.binary_cross_entropy(p, t, em.tensor(w, dtype=em.float64), reduction),
+        lambda p, t: F.binary_cross_entropy(
+            p, t, em.tensor(w, device=dev(), dtype=em.float64), reduction
+        ),
         lambda p, t: TF.binary_cross_entropy(p, t, torch.tensor(w), reduction=reduction),
         p,
         t,
@@ -217,9 +219,9 @@ def test_binary_cross_entropy_with_logits(reduction: str, rng: np.random.Generat
         lambda x, t: F.binary_cross_entropy_with_logits(
             x,
             t,
-            em.tensor(w, dtype=em.float64),
+            em.tensor(w, device=dev(), dtype=em.float64),
             reduction,
-            pos_weight=em.tensor(pw, dtype=em.float64),
+            pos_weight=em.tensor(pw, device=dev(), dtype=em.float64),
         ),
         lambda x, t: TF.binary_cross_entropy_with_logits(
             x, t, torch.tensor(w), reduction=reduction, pos_weight=torch.tensor(pw)
