@@ -267,3 +267,37 @@ def test_every_row_between_recipes_matches_disabled(device: em.Device, spec: OpS
         _assert_same(ref, got)
         if ref:
             assert counts and max(counts.values()) == 1
+
+
+def test_step_without_gradient_settles_its_claims(
+    device: em.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that receives no gradient releases the values it would have fetched at once."""
+    from ember.ops.registry import Cost, Saves
+    from ember.tensor.dispatch import apply
+
+    # a row whose rule passes no gradient on (registered for this test only)
+    stop = OpSpec(
+        "_test_stop_gradient",
+        1,
+        lambda ctx, grad: (None,),
+        Cost.MEMORY_BOUND,
+        Saves.INPUTS,
+        forward=lambda b, x: b.mul_scalar(x, 1.0),
+    )
+    monkeypatch.setitem(OPS, stop.name, stop)
+    probe = _Probe(monkeypatch)
+    dev = _dev(device, Strategy.Balanced)
+    x = _leaf(np.linspace(0.1, 1.0, 6, dtype=np.float32), dev)
+    p = x * 2.0  # recipe; fetched by e's and c's steps
+    e = p * x
+    c = p.sin()  # gets no gradient: its step is skipped
+    d = apply(stop, (c,), {})
+    grads = (d + e).sum().backward()
+    g = x.grad(grads)
+    assert g is not None
+    np.testing.assert_array_equal(g.to_numpy(), (x * 2.0 + x * 2.0).to_numpy())
+    # steps in order: sum, add, mul (e, recomputes p), stop (d), sin (c, skipped): p's last
+    # claim lapses with the skip, so the cache is empty before p's own step
+    assert probe.sizes[4] == 0
+    assert max(grads.recomputed.values()) == 1
