@@ -25,6 +25,7 @@ def add_parser(sub: Any) -> None:
         help="image split (text runs use their validation text)",
     )
     p.add_argument("--device", help="cpu, torch:cpu, cuda or cuda:N")
+    p.add_argument("--best", action="store_true", help="use best.safetensors (best validation)")
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.set_defaults(run=run, parser=p)
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not args.path.exists():
         parser.error(f"{args.path} does not exist")
     device = tasks.device_of(args.device)
-    model, config, weights = tasks.load_trained(args.path, device)
+    model, config, weights = tasks.load_trained(args.path, device, best=args.best)
     dataset = args.dataset or config["dataset"]
     is_gpt = config["model"]["model"] == "gpt"
     if is_gpt != (dataset == "shakespeare"):

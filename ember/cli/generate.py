@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--device", help="cpu, torch:cpu, cuda or cuda:N")
+    p.add_argument("--best", action="store_true", help="use best.safetensors (best validation)")
     p.set_defaults(run=run, parser=p)
 
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("--tokens must be >= 0 and --temperature > 0")
     if args.top_k is not None and args.top_k < 1:
         parser.error("--top-k must be >= 1")
-    model, config, _ = tasks.load_trained(args.path, tasks.device_of(args.device))
+    model, config, _ = tasks.load_trained(args.path, tasks.device_of(args.device), best=args.best)
     if config["model"]["model"] != "gpt":
         parser.error(f"{args.path} holds a {config['model']['model']} model; generate needs gpt")
     tok = CharTokenizer.from_dict(config["tokenizer"])

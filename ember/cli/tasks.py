@@ -145,15 +145,22 @@ def read_config(path: Path) -> tuple[Path, dict[str, Any]]:
     )
 
 
-def load_trained(path: Path, device: Device) -> tuple[Any, dict[str, Any], Path]:
+def load_trained(
+    path: Path, device: Device, *, best: bool = False
+) -> tuple[Any, dict[str, Any], Path]:
     """Rebuild the model of a run and load its weights: ``path`` is the run directory (its
-    ``model.safetensors``, else its newest record), a record directory or a weights file."""
+    ``model.safetensors`` or, with ``best``, ``best.safetensors``; else its newest record), a
+    record directory or a weights file."""
     from ..record import load_training
 
     run_dir, config = read_config(path)
     model = build_model(config["model"], device)
     if path.is_file():
         weights = path
+    elif best:
+        weights = run_dir / "best.safetensors"
+        if not weights.is_file():
+            raise FileNotFoundError(f"{run_dir} holds no best.safetensors (train it longer).")
     elif (path / "training.safetensors").is_file():
         weights = path / "training.safetensors"
     elif (run_dir / "model.safetensors").is_file():

@@ -224,6 +224,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         grad_accumulation=args.grad_accumulation,
         callbacks=callbacks,
         display=args.display,
+        best_metric="valid_loss" if args.model == "gpt" else "valid_accuracy",
     )
     learner.display.message(
         f"ember train: {args.model} on {args.dataset}, {model.num_params():,} parameters, "
@@ -235,12 +236,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     elapsed = time.perf_counter() - t0
     summary: dict[str, Any] = {"epochs": len(history), "steps": learner.steps, "time_s": elapsed}
     if args.model == "gpt":
-        last = history[-1]
+        last, best = history[-1], learner.best or {}
         summary["val_loss"] = last["valid_loss"]
         summary["train_loss"] = last["train_loss"]
+        summary["best_val_loss"] = best.get("value")
+        summary["best_step"] = best.get("steps")
         learner.display.message(
             f"val loss {last['valid_loss']:.4f} (perplexity {last['valid_perplexity']:.2f}) "
-            f"after {learner.steps} steps in {elapsed:.1f}s"
+            f"after {learner.steps} steps in {elapsed:.1f}s; best "
+            f"{best.get('value', math.nan):.4f} at step {int(best.get('steps', 0))} "
+            "(best.safetensors)"
         )
     else:
         final = learner.evaluate(valid, prefix="test")

@@ -106,6 +106,9 @@ class Learner:
             ``Disabled``, None keeps the model's strategy.
         callbacks: ``Callback``s such as ``EarlyStopping``.
         display: "auto", "tty", "plain", "none" or a ``Display``.
+        best_metric: A column such as "valid_loss" (lower is better; "accuracy" columns: higher);
+            whenever it improves, the model is written to ``best.safetensors`` and ``self.best``
+            records the value, epoch and step.
 
     Example:
         >>> learner = Learner(model, em.optim.Adam(), lr=1e-3, output_dir="runs/demo")
@@ -128,6 +131,7 @@ class Learner:
         checkpointing: bool | None = None,
         callbacks: Iterable[Callback] = (),
         display: str | Display = "auto",
+        best_metric: str | None = None,
     ) -> None:
         if grad_accumulation < 1:
             raise ValueError(f"Learner: expected grad_accumulation >= 1, got {grad_accumulation}.")
@@ -151,6 +155,8 @@ class Learner:
         self.history: list[dict[str, float]] = []
         self.stop_training = False
         self._epochs = 0
+        self.best_metric = best_metric
+        self.best: dict[str, float] | None = None
         self._log = MetricLog(self.output_dir) if self.output_dir is not None else None
 
     # ------------------------------------------------------------------ learning rate
@@ -335,6 +341,7 @@ class Learner:
             self.display.end_epoch(row)
             for cb in self.callbacks:
                 cb.on_epoch_end(self, row)
+            self._track_best(row)
             if self._log is not None:
                 self._log.append(row)
             if self.output_dir is not None:
@@ -350,6 +357,24 @@ class Learner:
                     "the curves are in metrics.csv"
                 )
         return self.history
+
+    def _track_best(self, row: dict[str, float]) -> None:
+        key = self.best_metric
+        if key is None:
+            return
+        if key not in row:
+            raise KeyError(
+                f"Learner: best_metric {key!r} is not a column of the epoch row; available: "
+                f"{sorted(row)}."
+            )
+        value = row[key]
+        sign = -1.0 if "accuracy" in key else 1.0
+        if self.best is not None and not sign * value < sign * self.best["value"]:
+            return
+        self.best = {"value": value, "epoch": row["epoch"], "steps": float(self.steps)}
+        if self.output_dir is not None:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            self.model.save(self.output_dir / "best.safetensors")
 
     # ------------------------------------------------------------------ records
     @property
@@ -387,6 +412,7 @@ class Learner:
             "train_loader": train.state_dict() if train is not None else None,
             "callbacks": [cb.state_dict() for cb in self.callbacks],
             "history": self.history,
+            "best": self.best,
         }
         (tmp / "state.json").write_text(json.dumps(state))
         shutil.rmtree(path, ignore_errors=True)
@@ -416,5 +442,6 @@ class Learner:
         for cb, s in zip(self.callbacks, state["callbacks"]):
             cb.load_state_dict(s)
         self.history = [dict(r) for r in state["history"]]
+        self.best = state.get("best")
         if self._log is not None:
             self._log.restore(self.history)

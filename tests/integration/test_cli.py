@@ -146,13 +146,17 @@ def test_gpt_train_and_generate(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ]
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert "val loss" in text and "valid_perplexity" in text
+    assert "val loss" in text and "valid_perplexity" in text and "best" in text
+    assert (out / "best.safetensors").exists()
+    assert json.loads((out / "summary.json").read_text())["best_val_loss"] > 0
     assert len(_rows(out)) == 2
     assert main(["generate", str(out), "--tokens", "30", "--seed", "0", "--prompt", "All"]) == 0
     sample = capsys.readouterr().out
     assert sample.startswith("All") and len(sample.rstrip("\n")) >= 33
     assert main(["eval", str(out), "--json"]) == 0
     assert "val_loss" in json.loads(capsys.readouterr().out)
+    assert main(["eval", str(out), "--best", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weights"].endswith("best.safetensors")
 
 
 def test_info(capsys: pytest.CaptureFixture[str]) -> None:

@@ -129,3 +129,15 @@ def test_bad_configuration() -> None:
     loader = DataLoader(_data(), batch_size=16, prefetch=0)
     with pytest.raises(em.EmberError, match="schedule ended"):
         learner.fit(loader, None, epochs=1)
+
+
+def test_best_model_is_tracked_and_saved(tmp_path: Path) -> None:
+    learner, train, valid = _setup(tmp_path, best_metric="valid_loss")
+    history = learner.fit(train, valid, epochs=3)
+    assert learner.best is not None
+    assert learner.best["value"] == min(r["valid_loss"] for r in history)
+    assert (tmp_path / "best.safetensors").exists()
+    with pytest.raises(KeyError, match="best_metric"):
+        Learner(learner.model, em.optim.SGD(), display="none", best_metric="nope")._track_best(
+            {"epoch": 1.0}
+        )
