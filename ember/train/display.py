@@ -10,6 +10,21 @@ from typing import Protocol, TextIO
 _BAR = 24
 _MIN_REFRESH_S = 0.1
 
+# short table headers, so a row fits a terminal
+_SHORT = {
+    "train_loss": "loss",
+    "train_accuracy": "acc",
+    "train_top5_accuracy": "top5",
+    "train_perplexity": "ppl",
+    "valid_loss": "val_loss",
+    "valid_accuracy": "val_acc",
+    "valid_top5_accuracy": "val_top5",
+    "valid_perplexity": "val_ppl",
+    "examples_per_s": "ex/s",
+    "tokens_per_s": "tok/s",
+    "time_s": "time_s",
+}
+
 
 def _fmt(v: float) -> str:
     if isinstance(v, int):
@@ -83,6 +98,7 @@ class TerminalDisplay:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.columns: list[str] = []
+        self.widths: list[int] = []
         self.phase, self.epoch, self.epochs, self.total = "train", 0, 0, 0
         self.t0 = time.perf_counter()
         self.last = 0.0
@@ -103,10 +119,8 @@ class TerminalDisplay:
         elapsed = now - self.t0
         eta = elapsed / frac - elapsed if frac > 0 else 0.0
         parts = "  ".join(f"{k} {_fmt(v)}" for k, v in metrics.items())
-        line = (
-            f"\r{self.phase:5s} {self.epoch}/{self.epochs} {bar} {done}/{self.total} "
-            f"{elapsed:5.1f}s<{eta:4.1f}s  {parts}"
-        )
+        label = f"{self.phase:5s} {self.epoch}/{self.epochs}" if self.epochs else self.phase
+        line = f"\r{label} {bar} {done}/{self.total} {elapsed:5.1f}s<{eta:4.1f}s  {parts}"
         self.stream.write(line + "\x1b[K")
         self.stream.flush()
 
@@ -114,8 +128,15 @@ class TerminalDisplay:
         self.stream.write("\r\x1b[K")
         if not self.columns:
             self.columns = list(row)
-            self.stream.write("  ".join(f"{c:>12s}" for c in self.columns) + "\n")
-        self.stream.write("  ".join(f"{_fmt(row.get(c, math.nan)):>12s}" for c in self.columns))
+            self.widths = [max(len(_SHORT.get(c, c)), 8) for c in self.columns]
+            heads = [f"{_SHORT.get(c, c):>{w}s}" for c, w in zip(self.columns, self.widths)]
+            self.stream.write(" ".join(heads) + "\n")
+        cells = [
+            f"{_fmt(int(v) if c == 'epoch' else v):>{w}s}"
+            for c, w in zip(self.columns, self.widths)
+            for v in [row.get(c, math.nan)]
+        ]
+        self.stream.write(" ".join(cells))
         self.stream.write("\n")
         self.stream.flush()
 

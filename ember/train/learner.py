@@ -273,7 +273,10 @@ class Learner:
             m.reset()
         needs_logits = any(m.needs_logits for m in self.metrics)
         total = len(data) if isinstance(data, Sized) else 0
-        self.display.start_phase(prefix, self.epoch + 1, max(self._epochs, self.epoch + 1), total)
+        in_fit = prefix == "valid"
+        self.display.start_phase(
+            prefix, self.epoch + 1 if in_fit else 0, self._epochs if in_fit else 0, total
+        )
         try:
             for k, batch in enumerate(data, 1):
                 loss, logits, targets = self.loss_fn(self.model, batch)

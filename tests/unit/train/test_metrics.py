@@ -92,8 +92,9 @@ def test_terminal_display_bar_and_table() -> None:
     d.end_epoch({"epoch": 2.0, "train_loss": 0.5})
     text = s.getvalue()
     assert "\r" in text and "4/4" in text and "█" * 24 in text
-    rows = [line for line in text.split("\n") if "train_loss" in line or "0.5000" in line]
-    assert len(rows) == 2  # header once, then rows
+    lines = [line.split("\r")[-1].replace("\x1b[K", "").split() for line in text.split("\n")]
+    table = [cells for cells in lines if cells and cells[0] in ("epoch", "1", "2")]
+    assert table == [["epoch", "loss"], ["1", "1.0000"], ["2", "0.5000"]]  # one header
 
 
 def test_make_display_auto_is_plain_off_a_terminal() -> None:
