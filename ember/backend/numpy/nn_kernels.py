@@ -142,7 +142,31 @@ def silu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- softmax family
+def _exp_rows(xb: np.ndarray, out: np.ndarray, ones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """exp(x - shift) of a (B, C) block into ``out``; returns the row sums and the shifts.
+
+    Fast path: shift 0, exp(x) unshifted and a BLAS row sum (x @ ones), which skips the max and
+    subtract passes. It is exact wherever the sum stays a normal finite float (no element above
+    ~88, one at least near -70); the other rows are redone shifted by their max.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.exp(xb, out=out)
+        s = out @ ones
+    shift = np.zeros(xb.shape[0], dtype=xb.dtype)
+    bad = ~(np.isfinite(s) & (s >= 1e-30))
+    if bad.any():
+        rows = xb[bad]
+        m = rows.max(axis=1)
+        e = np.exp(rows - m[:, None])
+        out[bad] = e
+        s[bad] = e @ ones
+        shift[bad] = m
+    return s, shift
+
+
 def softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    if x.size == 0:
+        return np.empty_like(x)
     rows = _as_rows(x, dim)
     if rows is None:
         # shift by the max so exp cannot overflow
@@ -151,18 +175,20 @@ def softmax(x: np.ndarray, dim: int) -> np.ndarray:
         out /= out.sum(axis=dim, keepdims=True)
         return out
     out = np.empty_like(rows)
+    ones = np.ones(rows.shape[1], dtype=rows.dtype)
 
     def block(lo: int, hi: int) -> None:
         o = out[lo:hi]
-        np.subtract(rows[lo:hi], rows[lo:hi].max(axis=1, keepdims=True), out=o)
-        np.exp(o, out=o)
-        o /= o.sum(axis=1, keepdims=True)
+        s, _ = _exp_rows(rows[lo:hi], o, ones)
+        o *= np.reciprocal(s)[:, None]
 
     _parallel_rows(rows.shape[0], rows.shape[1], block)
     return out.reshape(x.shape)
 
 
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    if x.size == 0:
+        return np.empty_like(x)
     rows = _as_rows(x, dim)
     if rows is None:
         shifted = np.subtract(x, x.max(axis=dim, keepdims=True))
@@ -170,12 +196,15 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
         shifted -= lse
         return shifted
     out = np.empty_like(rows)
+    ones = np.ones(rows.shape[1], dtype=rows.dtype)
 
     def block(lo: int, hi: int) -> None:
+        xb = rows[lo:hi]
         o = out[lo:hi]
-        np.subtract(rows[lo:hi], rows[lo:hi].max(axis=1, keepdims=True), out=o)
-        s = np.exp(o).sum(axis=1, keepdims=True)
-        o -= np.log(s, out=s)
+        s, shift = _exp_rows(xb, o, ones)  # o holds exp values only until overwritten below
+        lse = np.log(s)
+        lse += shift
+        np.subtract(xb, lse[:, None], out=o)
 
     _parallel_rows(rows.shape[0], rows.shape[1], block)
     return out.reshape(x.shape)
@@ -190,10 +219,14 @@ def softmax_backward(grad: np.ndarray, out: np.ndarray, dim: int) -> np.ndarray:
         return gx
     gx = np.empty_like(rows)
 
+    ones = np.ones(rows.shape[1], dtype=rows.dtype)
+
     def block(lo: int, hi: int) -> None:
-        o, y = gx[lo:hi], rows[lo:hi]
-        np.multiply(grows[lo:hi], y, out=o)
-        o -= y * o.sum(axis=1, keepdims=True)
+        o, y, g = gx[lo:hi], rows[lo:hi], grows[lo:hi]
+        np.multiply(g, y, out=o)
+        # y * (g - sum(g * y)), the row sum as a BLAS product
+        np.subtract(g, (o @ ones)[:, None], out=o)
+        o *= y
 
     _parallel_rows(rows.shape[0], rows.shape[1], block)
     return gx.reshape(out.shape)
@@ -209,10 +242,12 @@ def log_softmax_backward(grad: np.ndarray, out: np.ndarray, dim: int) -> np.ndar
         return gx
     gx = np.empty_like(rows)
 
+    ones = np.ones(rows.shape[1], dtype=rows.dtype)
+
     def block(lo: int, hi: int) -> None:
         o, g = gx[lo:hi], grows[lo:hi]
         np.exp(rows[lo:hi], out=o)
-        o *= g.sum(axis=1, keepdims=True)
+        o *= (g @ ones)[:, None]
         np.subtract(g, o, out=o)
 
     _parallel_rows(rows.shape[0], rows.shape[1], block)
@@ -250,20 +285,10 @@ def cross_entropy(
 
 
 def _logsumexp_rows(xb: np.ndarray, ones: np.ndarray) -> np.ndarray:
-    """log(sum(exp(x))) of each row of a (B, C) block.
-
-    Fast path: exp(x) unshifted and a BLAS row sum (x @ ones), which skips the max and subtract
-    passes. It is exact wherever the sum stays a normal finite float (no element above ~88, one
-    at least near -70); the other rows are redone with the max shift.
-    """
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        s = np.exp(xb) @ ones
-        lse = np.log(s)
-    bad = ~(np.isfinite(s) & (s >= 1e-30))
-    if bad.any():
-        rows = xb[bad]
-        m = rows.max(axis=1)
-        lse[bad] = np.log(np.exp(rows - m[:, None]) @ ones) + m
+    """log(sum(exp(x))) of each row of a (B, C) block (see ``_exp_rows``)."""
+    s, shift = _exp_rows(xb, np.empty_like(xb), ones)
+    lse = np.log(s)
+    lse += shift
     return lse
 
 
