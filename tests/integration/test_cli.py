@@ -90,6 +90,14 @@ def test_cli_resume_reproduces_uninterrupted_run(
     capsys.readouterr()
 
 
+def test_checkpointing_balanced_matches_disabled(tmp_path: Path) -> None:
+    base = ["train", "--model", "cnn", "--epochs", "1", "--display", "none"]
+    for mode in ("disabled", "balanced"):
+        assert main([*base, "--checkpointing", mode, "--output", str(tmp_path / mode)]) == 0
+    a, b = _rows(tmp_path / "disabled"), _rows(tmp_path / "balanced")
+    assert a[0]["train_loss"] == b[0]["train_loss"] and a[0]["valid_loss"] == b[0]["valid_loss"]
+
+
 def test_early_stopping_from_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "run"
     code = main(
