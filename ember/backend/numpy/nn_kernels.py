@@ -90,7 +90,7 @@ def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
     """``x`` as a C-contiguous (R, C) view when ``dim`` is its last axis, else ``None``."""
     if dim != x.ndim - 1 or not x.flags.c_contiguous or x.ndim == 0:
         return None
-    return x.reshape(-1, x.shape[-1])
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
 # ---------------------------------------------------------------- activations

@@ -496,3 +496,23 @@ def test_conv_and_pool_large_inputs_use_the_threaded_kernels(
         rtol=1e-6,
         atol=1e-6,
     )
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape"),
+    [
+        (lambda x: F.softmax(x, 1), (3, 0)),
+        (lambda x: F.log_softmax(x, 1), (3, 0)),
+        (lambda x: F.softmax(x, 1), (0, 3)),
+        (lambda x: F.conv2d(x, em.Tensor.zeros((4, 3, 3, 3), dtype=em.float64)), (0, 3, 8, 8)),
+        (lambda x: F.max_pool2d(x, 2), (0, 3, 8, 8)),
+        (lambda x: F.layer_norm(x, 4), (0, 4)),
+        (lambda x: F.gelu(x), (0,)),
+    ],
+)
+def test_size_zero_dims(fn: Callable[[em.Tensor], em.Tensor], shape: tuple[int, ...]) -> None:
+    x = em.Tensor.zeros(shape, device=AD, dtype=em.float64).require_grad()
+    y = fn(x)
+    assert y.numel() == 0
+    g = x.grad(y.sum().backward())
+    assert g is not None and g.shape == shape
