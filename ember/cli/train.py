@@ -162,7 +162,14 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
         args.eval_interval = min(args.eval_interval, args.iters)
         args.epochs = -(-args.iters // args.eval_interval)
     if args.output is None:
-        args.output = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+        stamp = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+        args.output, k = stamp, 2
+        while True:  # claim the directory atomically: runs started in one second get -2, -3...
+            try:
+                args.output.mkdir(parents=True)
+                break
+            except FileExistsError:
+                args.output, k = stamp.with_name(f"{stamp.name}-{k}"), k + 1
     return args
 
 
