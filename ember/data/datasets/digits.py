@@ -20,7 +20,7 @@ SPLIT_SEED = 0
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """All digits: images uint8 (1797, 8, 8) with values 0..16, labels uint8 (1797,)."""
-    with resources.files("ember.data.files").joinpath("digits.npz").open("rb") as f:
+    with resources.files("ember.data").joinpath("files", "digits.npz").open("rb") as f:
         z = np.load(f)
         return z["images"], z["labels"]
 
