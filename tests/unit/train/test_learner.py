@@ -36,12 +36,18 @@ def _data(n: int = 96) -> ArrayDataset:
 
 
 def _setup(
-    out: Path | None, *, lr: float = 0.05, p: float = 0.2, **kw: object
+    out: Path | None,
+    *,
+    lr: float = 0.05,
+    p: float = 0.2,
+    device: em.Device | None = None,
+    **kw: object,
 ) -> tuple[Learner, DataLoader, DataLoader]:
     em.seed(0)
-    model = Net(em.Device.cpu().autodiff(), p)
-    train = DataLoader(_data(), batch_size=16, shuffle=True, seed=1, prefetch=0)
-    valid = DataLoader(_data(32), batch_size=16, prefetch=0)
+    device = device or em.Device.cpu()
+    model = Net(device.autodiff(), p)
+    train = DataLoader(_data(), batch_size=16, shuffle=True, seed=1, prefetch=0, device=device)
+    valid = DataLoader(_data(32), batch_size=16, prefetch=0, device=device)
     sched = em.optim.lr.CosineAnnealing(lr, 0.0, 50)
     learner = Learner(model, em.optim.Adam(), lr=sched, output_dir=out, display="none", **kw)
     return learner, train, valid
@@ -61,14 +67,14 @@ def test_learns_and_writes_logs(tmp_path: Path) -> None:
     assert (tmp_path / "metrics.csv").read_text().startswith("epoch,train_loss")
 
 
-def test_resume_reproduces_uninterrupted_run(tmp_path: Path) -> None:
-    full, train, valid = _setup(tmp_path / "full")
+def test_resume_reproduces_uninterrupted_run(tmp_path: Path, device: em.Device) -> None:
+    full, train, valid = _setup(tmp_path / "full", device=device)
     expected = full.fit(train, valid, epochs=4)
 
-    first, train, valid = _setup(tmp_path / "split")
+    first, train, valid = _setup(tmp_path / "split", device=device)
     first.fit(train, valid, epochs=2)
     em.seed(123)  # the resumed process starts from other random state
-    resumed, train, valid = _setup(tmp_path / "split")
+    resumed, train, valid = _setup(tmp_path / "split", device=device)
     em.seed(456)
     history = resumed.fit(train, valid, epochs=4, resume=True)
     keys = ("train_loss", "train_accuracy", "valid_loss", "lr")
