@@ -41,7 +41,7 @@ class MemoryReport:
     def __str__(self) -> str:
         lines = [
             f"graph keeps {_fmt(self.total_bytes)} for backward "
-            f"({self.num_nodes} op nodes, {self.num_recipes} recomputed under Balanced; "
+            f"({self.num_nodes} op nodes, {self.num_recipes} of them recipes; "
             f"leaves {_fmt(self.leaf_bytes)} not included)"
         ]
         for name, n in self.by_op.items():
