@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ember",
         description="ember: a deep-learning framework with runtime autodiff.",
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"ember {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in (train, evaluate, generate, info, bench):

@@ -171,6 +171,9 @@ def test_info(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info"]) == 0
     text = capsys.readouterr().out
     assert "ember 0.1.0" in text and "numpy" in text and "devices: cpu" in text
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == "ember 0.1.0"
 
 
 def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
