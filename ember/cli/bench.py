@@ -50,12 +50,16 @@ def run_workload(name: str, device: Any, repeats: int | None) -> list[dict[str, 
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """Rows as an aligned text table (columns: the union of the rows' keys)."""
+    """Rows as aligned text tables, one per distinct set of columns."""
     if not rows:
         return "(no rows)"
-    cols: list[str] = []
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        cols += [k for k in r if k not in cols]
+        groups.setdefault(tuple(r), []).append(r)
+    return "\n\n".join(_table(list(cols), group) for cols, group in groups.items())
+
+
+def _table(cols: list[str], rows: list[dict[str, Any]]) -> str:
 
     def cell(v: Any) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):

@@ -212,3 +212,14 @@ def test_runtime_failures_print_one_line(tmp_path: Path) -> None:
     assert "ember train: error:" in r.stderr and "Traceback" not in r.stderr
     r = _ember("eval", str(tmp_path))
     assert r.returncode == 1 and "config.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_table_groups_rows_by_columns() -> None:
+    from ember.cli.bench import format_table
+
+    text = format_table([{"bench": "a", "ms": 1.5}, {"bench": "b", "ms": None}, {"x": 2}])
+    first, second = text.split("\n\n")
+    assert first.splitlines()[0].split() == ["bench", "ms"]
+    assert first.splitlines()[2].split() == ["a", "1.500"]
+    assert first.splitlines()[3].split() == ["b", "-"]
+    assert second.splitlines()[0].split() == ["x"]
