@@ -34,7 +34,7 @@ class EarlyStopping(Callback):
 
     Args:
         monitor: A column of the epoch row, e.g. "valid_loss" or "valid_accuracy".
-        patience: Epochs without improvement tolerated before stopping.
+        patience: Epochs in a row without improvement after which training stops.
         min_delta: Smallest change that counts as an improvement.
         mode: "min" (lower is better) or "max"; "auto" picks "max" for accuracies.
 
@@ -81,7 +81,7 @@ class EarlyStopping(Callback):
             self.best, self.best_epoch, self.wait = value, int(row["epoch"]), 0
             return
         self.wait += 1
-        if self.wait > self.patience:
+        if self.wait >= self.patience:
             self.stopped_epoch = int(row["epoch"])
             learner.stop_training = True
             learner.display.message(

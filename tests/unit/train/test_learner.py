@@ -96,7 +96,7 @@ def test_early_stopping(tmp_path: Path) -> None:
     history = learner.fit(train, valid, epochs=10)
     assert len(history) < 10 and stop.stopped_epoch == len(history)
     state = json.loads((learner.latest_record() / "state.json").read_text())  # type: ignore[operator]
-    assert state["callbacks"][0]["wait"] == 2
+    assert state["callbacks"][0]["wait"] == 1
     with pytest.raises(KeyError, match="no column"):
         EarlyStopping("valid_nothing").on_epoch_end(learner, {"epoch": 1.0})
 
