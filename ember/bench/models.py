@@ -193,22 +193,75 @@ def _torch_where(device: Device) -> str | None:
     return device.where if device.backend_name == "torch" else "cpu"
 
 
+def numpy_mlp_step() -> Step:
+    """The ``mlp`` workload's Adam step written by hand in NumPy (float32), the floor for the
+    NumPy backend."""
+    spec = WORKLOADS["mlp"]
+    x_np, y_np = _batch(spec)
+    x = x_np.reshape(x_np.shape[0], -1)
+    n, hidden = x.shape[0], spec["model"]["args"]["hidden"]
+    rng = np.random.default_rng(0)
+    sizes = [(x.shape[1], hidden), (hidden, hidden), (hidden, 10)]
+    params: list[np.ndarray] = []
+    for fan_in, fan_out in sizes:
+        bound = np.float32(1.0 / np.sqrt(fan_in))
+        params += [
+            rng.uniform(-bound, bound, (fan_in, fan_out)).astype(np.float32),
+            np.zeros(fan_out, np.float32),
+        ]
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    t = [0]
+    onehot = np.eye(10, dtype=np.float32)[y_np]
+
+    def step() -> float:
+        w1, b1, w2, b2, w3, b3 = params
+        h1 = np.maximum(x @ w1 + b1, 0)
+        h2 = np.maximum(h1 @ w2 + b2, 0)
+        z = h2 @ w3 + b3
+        z = z - z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        loss = float(-np.log(p[np.arange(n), y_np]).mean())
+        gz = (p - onehot) / np.float32(n)
+        g_h2 = (gz @ w3.T) * (h2 > 0)
+        g_h1 = (g_h2 @ w2.T) * (h1 > 0)
+        grads = [x.T @ g_h1, g_h1.sum(0), h1.T @ g_h2, g_h2.sum(0), h2.T @ gz, gz.sum(0)]
+        t[0] += 1
+        c1, c2 = 1 - 0.9 ** t[0], 1 - 0.999 ** t[0]
+        for i, g in enumerate(grads):
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g * g
+            params[i] -= np.float32(1e-3 / c1) * m[i] / (np.sqrt(v[i] / c2) + np.float32(1e-8))
+        return loss
+
+    return step
+
+
 def run_workload(name: str, device: Device, repeats: int = 10) -> list[dict[str, Any]]:
-    """Rows for workload ``name``: ember on ``device`` and PyTorch on the same hardware."""
+    """Rows for workload ``name``: ember on ``device`` against PyTorch on the same hardware, and
+    against hand-written NumPy where one exists (``mlp`` on the NumPy backend)."""
     t_em = median_ms(ember_step(name, device), repeats)
-    row: dict[str, Any] = {
-        "bench": f"{name}_train_step",
-        "device": str(device),
-        "ember_ms": t_em,
-        "reference": None,
-        "ref_ms": None,
-        "ratio": None,
-    }
+    rows: list[dict[str, Any]] = []
+
+    def row(reference: str | None, t_ref: float | None) -> dict[str, Any]:
+        return {
+            "bench": f"{name}_train_step",
+            "device": str(device),
+            "ember_ms": t_em,
+            "reference": reference,
+            "ref_ms": t_ref,
+            "ratio": None if t_ref is None else t_em / t_ref,
+        }
+
     where = _torch_where(device)
     if where is not None:
         import torch
 
         sync = torch.cuda.synchronize if where.startswith("cuda") else None
-        t_ref = median_ms(torch_step(name, where), repeats, sync=sync)
-        row.update({"reference": f"torch eager ({where})", "ref_ms": t_ref, "ratio": t_em / t_ref})
-    return [row]
+        rows.append(
+            row(f"torch eager ({where})", median_ms(torch_step(name, where), repeats, sync=sync))
+        )
+    if name == "mlp" and device.backend_name == "numpy":
+        rows.append(row("hand-written numpy", median_ms(numpy_mlp_step(), repeats)))
+    return rows or [row(None, None)]

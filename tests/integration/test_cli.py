@@ -178,8 +178,10 @@ def test_info(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "mlp", "--repeats", "1", "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
-    assert row["bench"] == "mlp_train_step" and row["ember_ms"] > 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["bench"] for r in rows] == ["mlp_train_step"] * 2
+    assert {r["reference"] for r in rows} == {"torch eager (cpu)", "hand-written numpy"}
+    assert all(r["ember_ms"] > 0 and r["ratio"] > 0 for r in rows)
 
 
 @pytest.mark.parametrize(
