@@ -3,6 +3,7 @@ real models, recomputes each value at most once, and cuts peak training memory."
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from collections.abc import Callable
@@ -31,6 +32,7 @@ def _deterministic_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
 
 
+@functools.cache
 def _bench() -> ModuleType:
     """bench/checkpointing.py: the 12-block model the benchmark measures."""
     path = Path(__file__).resolve().parents[2] / "bench" / "checkpointing.py"
