@@ -98,7 +98,12 @@ def test_terminal_display_bar_and_table() -> None:
 
 
 def test_make_display_auto_is_plain_off_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
     assert isinstance(make_display("auto", io.StringIO()), PlainDisplay)
+    assert isinstance(make_display("auto", Tty()), TerminalDisplay)
     with pytest.raises(ValueError, match="expected"):
         make_display("fancy")
 
