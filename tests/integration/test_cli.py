@@ -58,6 +58,9 @@ def test_train_one_epoch_then_eval(tmp_path: Path) -> None:
     result = json.loads(r.stdout)
     assert result["test_accuracy"] == pytest.approx(summary["test_accuracy"])
     assert result["examples"] == 359
+    r = _ember("eval", str(out / "records" / "epoch-0001"), "--split", "train", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["examples"] == 1438
 
 
 @pytest.mark.slow
