@@ -5,7 +5,7 @@ products are split between them), with NumPy's BLAS kept at one thread so the tw
 
 Network: conv 1->6 5x5, relu, max-pool 2, conv 6->16 5x5, relu, max-pool 2, fc 400->120, relu,
 fc 120->84, relu, fc 84->10, cross-entropy; input (64, 1, 32, 32). One step = forward, loss and
-backward to every parameter (no optimizer). Blocks of steps alternate (ember, torch; 3 rounds) in
+backward to every parameter (no optimizer). Blocks of steps alternate (ember, torch; 5 rounds) in
 one process; prints medians and minima for both and the ratio ember / PyTorch.
 
 Usage: python bench/conv.py [--batch 64] [--repeats 10] [--threads 2]
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 
 def _alternating_ms(
-    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 3
+    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 5
 ) -> tuple[list[float], list[float]]:
     """Time ``repeats`` calls of ``a``, then of ``b``, for several rounds.
 
@@ -111,7 +111,7 @@ def main() -> None:
     ember_ms, torch_ms = statistics.median(ta), statistics.median(tb)
     print(
         f"LeNet-5 fwd+bwd, batch {args.batch}, {args.threads} threads, float32, "
-        f"3 x {args.repeats} runs each"
+        f"5 x {args.repeats} runs each"
     )
     print(f"  ember (numpy): median {ember_ms:8.3f} ms   min {min(ta):8.3f} ms")
     print(f"  torch eager:   median {torch_ms:8.3f} ms   min {min(tb):8.3f} ms")

@@ -5,7 +5,7 @@ EMBER_NUM_THREADS, with NumPy's BLAS at one thread; torch.set_num_threads):
   cross_entropy  F.cross_entropy(logits, labels).backward()  (the issue's target: <= 1.5x)
   softmax        (F.softmax(logits, -1) * w).sum().backward()
   log_softmax    F.nll_loss(F.log_softmax(logits, -1), labels).backward()
-Blocks of steps alternate (ember, torch; 3 rounds) so drifting load on a shared machine hits
+Blocks of steps alternate (ember, torch; 5 rounds) so drifting load on a shared machine hits
 both; medians and minima over all steps are printed with the ratio ember / PyTorch.
 
 Usage: python bench/softmax_xent.py [--rows 4096] [--classes 1000] [--repeats 10] [--threads 2]
@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 
 def _alternating_ms(
-    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 3
+    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 5
 ) -> tuple[list[float], list[float]]:
     """Time ``repeats`` calls of ``a``, then of ``b``, for several rounds.
 
@@ -101,7 +101,7 @@ def main() -> None:
     }
     print(
         f"({args.rows}, {args.classes}) float32, fwd+bwd, {args.threads} threads, "
-        f"3 x {args.repeats} runs each"
+        f"5 x {args.repeats} runs each"
     )
     for name, (ours, ref, target) in work.items():
         g = ours()
