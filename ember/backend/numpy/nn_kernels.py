@@ -738,18 +738,20 @@ class _Geometry:
 def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b^T for stacks a (G, M, L), b (G, N, L) with a long shared axis L.
 
-    OpenBLAS is several times slower on such (small M, N; large L) products than on the same
-    work cut into L-chunks of 4096, so long products are summed chunk by chunk. The pool's
-    threads each take an equal share of L and keep a partial sum.
+    Computed as (b @ a^T)^T, the larger operand first, and for very long L summed over chunks
+    of 4096: OpenBLAS is several times slower on these (small M, N; large L) shapes otherwise
+    (measured on LeNet's weight gradients). The pool's threads each take an equal share of L
+    and keep a partial sum.
     """
     length = a.shape[-1]
+    step = 4096 if length > 16384 else max(length, 1)
     partial: dict[int, np.ndarray] = {}
 
     def run(lo: int, hi: int) -> None:
         acc = None
-        for s in range(lo, hi, 4096):
-            e = min(s + 4096, hi)
-            p = a[..., s:e] @ b[..., s:e].transpose(0, 2, 1)
+        for s in range(lo, hi, step):
+            e = min(s + step, hi)
+            p = b[..., s:e] @ a[..., s:e].transpose(0, 2, 1)
             acc = p if acc is None else np.add(acc, p, out=acc)
         if acc is not None:
             partial[lo] = acc
@@ -761,16 +763,23 @@ def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = parts[0]
     for p in parts[1:]:
         out += p
-    return out
+    return np.ascontiguousarray(out.transpose(0, 2, 1))
 
 
 def _matmul_wide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a (G, M, K) @ b (G, K, L) for a wide L, its columns split between the pool's threads."""
+    """a (G, M, K) @ b (G, K, L) for a wide L, its columns split between the pool's threads.
+
+    With a short K (a first layer's few taps) each thread works through 4096-column chunks,
+    which keeps the operand in cache: twice as fast as one product on LeNet's first layer.
+    """
     length = b.shape[-1]
     out = np.empty((a.shape[0], a.shape[1], length), dtype=np.result_type(a, b))
+    step = 4096 if a.shape[2] <= 64 else max(length, 1)
 
     def run(lo: int, hi: int) -> None:
-        np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+        for s in range(lo, hi, step):
+            e = min(s + step, hi)
+            np.matmul(a, b[..., s:e], out=out[..., s:e])
 
     _parallel_split(length, out.size * a.shape[2] // 8, run)
     return out
