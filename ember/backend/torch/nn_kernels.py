@@ -269,9 +269,30 @@ def batch_norm_backward(
 
 
 # ---------------------------------------------------------------- attention
+def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
+    """The fused attention kernel that takes ``dtype`` on this device kind, or "" for none.
+
+    Flash attention runs float16 and bfloat16, the memory-efficient kernel float32; every other
+    dtype (float64 above all: both kernels reject it) and every CPU tensor take the exact math
+    path (``_scores``).
+
+    Example:
+        >>> fused_attention_kernel(torch.float64, is_cuda=True)
+        ''
+    """
+    if not is_cuda:
+        return ""
+    if dtype in _HALF:
+        return "flash"
+    if dtype == torch.float32:
+        return "efficient"
+    return ""
+
+
 def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, causal: bool) -> str:
     """Which fused CUDA kernel computes this attention exactly: "flash", "efficient" or ""."""
-    if not q.is_cuda or bias.ndim or keep.ndim or q.ndim != 4:
+    kind = fused_attention_kernel(q.dtype, q.is_cuda)
+    if not kind or bias.ndim or keep.ndim or q.ndim != 4:
         return ""
     if not (q.dtype == k.dtype == v.dtype) or q.shape[-1] != v.shape[-1]:
         return ""
@@ -280,7 +301,7 @@ def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, cau
     d = q.shape[-1]
     if d % 8 or d > 256:
         return ""
-    return "flash" if q.dtype in _HALF else "efficient"
+    return kind
 
 
 def _last_contiguous(x: Tensor) -> Tensor:

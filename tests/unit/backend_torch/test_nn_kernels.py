@@ -188,3 +188,41 @@ def test_stats_are_reused_and_recomputed() -> None:
     fresh = TB.layer_norm_backward(g, x.clone(), w, 1, 1e-5)  # no remembered stats
     for a, c in zip(reused, fresh):
         torch.testing.assert_close(a, c)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "is_cuda", "want"),
+    [
+        (torch.float64, True, ""),  # neither fused kernel takes float64: exact math path
+        (torch.float32, True, "efficient"),
+        (torch.bfloat16, True, "flash"),
+        (torch.float16, True, "flash"),
+        (torch.float32, False, ""),
+        (torch.bfloat16, False, ""),
+    ],
+)
+def test_fused_attention_kernel_by_dtype(dtype: Any, is_cuda: bool, want: str) -> None:
+    from ember.backend.torch.nn_kernels import fused_attention_kernel
+
+    assert fused_attention_kernel(dtype, is_cuda) == want
+
+
+def test_float64_attention_takes_the_math_path_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.backend.torch import nn_kernels
+
+    q, k, v = (torch.randn(1, 2, 4, 8, dtype=torch.float64) for _ in range(3))
+    none = torch.tensor(0.0, dtype=torch.float64)
+    # CPU tensors posing as CUDA ones: only the math path may run (a fused call would raise)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda t: True))
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a fused attention kernel got float64 inputs")
+
+    monkeypatch.setattr(nn_kernels, "_fused_forward", refuse)
+    monkeypatch.setattr(nn_kernels, "_fused_backward", refuse)
+    out = nn_kernels.attention(q, k, v, none, none, 0.5, True)
+    grads = nn_kernels.attention_backward(torch.ones_like(out), q, k, v, none, none, 0.5, True)
+    monkeypatch.undo()
+    want = NP.attention(q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    assert len(grads) == 5 and grads[0].dtype == torch.float64
