@@ -280,14 +280,20 @@ def binary_cross_entropy(
         input: Probabilities p, any shape.
         target: Same shape, values in [0, 1].
         weight: Broadcastable rescaling weight, or None.
+
+    Raises:
+        ShapeError: for probabilities outside [0, 1] (not checked on CUDA devices, where the
+            check would read the input back and stall the step).
     """
     op = "binary_cross_entropy"
     p = _float(op, input)
     _reduction(op, reduction)
     t = _like(op, p, target)
     _same_shape(op, p, t)
-    a = p.to_numpy()
-    if a.size and not (float(np.min(a)) >= 0.0 and float(np.max(a)) <= 1.0):
+    # reading the probabilities back would stall a CUDA step: there the kernel's clamped logs
+    # run unchecked (out-of-range inputs give NaN), as with the class-index checks
+    a = None if p.device.is_cuda else p.to_numpy()
+    if a is not None and a.size and not (float(np.min(a)) >= 0.0 and float(np.max(a)) <= 1.0):
         raise ShapeError(
             f"{op}: expected input probabilities in [0, 1], got values in "
             f"[{float(np.min(a)):.4g}, {float(np.max(a)):.4g}]. Apply sigmoid first, or use "

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 from ..errors import ShapeError
+from ..tensor.dispatch import wrap
+from ..tensor.tensor import Tensor
 from .grads import GradientsParams
 
 
@@ -18,20 +18,57 @@ def clip_grad_value(grads: GradientsParams, clip_value: float) -> GradientsParam
 def clip_grad_norm(grads: GradientsParams, max_norm: float, eps: float = 1e-6) -> float:
     """Scale all gradients together so their global L2 norm is at most ``max_norm``.
 
+    The gradients are scaled on their devices; only the returned norm is read back (one host
+    read). ``GradientClipping.norm`` clips without reading anything back.
+
     Returns:
         The global norm before clipping.
     """
+    total = clip_grad_norm_on_device(grads, max_norm, eps)
+    return 0.0 if total is None else float(total.item())
+
+
+def clip_grad_norm_on_device(
+    grads: GradientsParams, max_norm: float, eps: float = 1e-6
+) -> Tensor | None:
+    """``clip_grad_norm`` without a host read: returns the global norm as a 0-d tensor.
+
+    Every gradient is multiplied by ``min(1, max_norm / (norm + eps))``, computed on the device
+    with a clamp (no Python branch on the norm's value), so a CUDA step never waits for the
+    GPU here. Gradients on one torch device use the backend's multi-tensor kernel.
+
+    Returns:
+        The global norm before clipping (on the first gradient's device), or ``None`` when
+        ``grads`` is empty.
+    """
     items = list(grads.items())
+    if not items:
+        return None
+    dev = items[0][1]._dev
+    many = getattr(dev.b, "clip_norm_many", None)
+    if many is not None and all(g._dev is dev for _, g in items):
+        new, norm = many([g._data for _, g in items], float(max_norm), float(eps))
+        for (pid, _), g in zip(items, new):
+            grads._grads[pid] = wrap(Tensor, g, dev)
+        return wrap(Tensor, norm, dev)
     sq = None
     for _, g in items:
         s = (g * g).sum()
-        # add on the first gradient's device so that only one value crosses to the host
+        # add on the first gradient's device so that only one value crosses devices
         sq = s if sq is None else sq + (s if s._dev is sq._dev else s.to_device(sq._dev))
-    total = 0.0 if sq is None else math.sqrt(float(sq.item()))
-    scale = max_norm / (total + eps)
-    if scale < 1.0:
-        for pid, g in items:
-            grads._grads[pid] = g * scale
+    assert sq is not None
+    total = sq.sqrt()
+    # min(1, max_norm / (norm + eps)) as tensor ops: a factor of 1 leaves a gradient unchanged
+    factor = (max_norm / (total + eps)).clamp(None, 1.0)
+    cast: dict[tuple[object, object], Tensor] = {}
+    for pid, g in items:
+        key = (g._dev, g.dtype)
+        f = cast.get(key)
+        if f is None:
+            f = factor if factor._dev is g._dev else factor.to_device(g._dev)
+            f = f if f.dtype is g.dtype else f.cast(g.dtype)
+            cast[key] = f
+        grads._grads[pid] = g * f
     return total
 
 
@@ -66,7 +103,7 @@ class GradientClipping:
     def apply(self, grads: GradientsParams) -> GradientsParams:
         if self.kind == "value":
             return clip_grad_value(grads, self.limit)
-        clip_grad_norm(grads, self.limit)
+        clip_grad_norm_on_device(grads, self.limit)
         return grads
 
     def __repr__(self) -> str:

@@ -492,6 +492,19 @@ class TorchBackend:
     embedding_backward = staticmethod(_nn.embedding_backward)
 
     # ---------------------------------------------------------------- multi-tensor optimizers
+    def clip_norm_many(
+        self, grads: list[Tensor], max_norm: float, eps: float
+    ) -> tuple[list[Tensor], Tensor]:
+        """Gradients scaled by ``min(1, max_norm / (norm + eps))`` and their global L2 norm.
+
+        Everything stays on the device (a clamp, no branch on the norm), so nothing is read
+        back; the inputs are left unchanged.
+        """
+        norms = torch._foreach_norm(grads)
+        total = torch.linalg.vector_norm(torch.stack(norms))
+        factor = torch.clamp(max_norm / (total + eps), max=1.0)
+        return list(torch._foreach_mul(grads, factor)), total
+
     def adam_many(
         self,
         params: list[Tensor],

@@ -120,6 +120,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", init.zeros(c, device=plain, dtype=dtype))
             self.register_buffer("running_var", init.ones(c, device=plain, dtype=dtype))
             self.register_buffer("num_batches_tracked", Tensor.zeros((), device=plain, dtype=int64))
+            object.__setattr__(self, "_tracked_mirror", (self.num_batches_tracked, 0))
 
     def forward(self, x: Tensor) -> Tensor:
         """Batch statistics in training (updating the running ones), running ones otherwise."""
@@ -137,16 +138,33 @@ class _BatchNorm(Module):
             return F.batch_norm(x, self.running_mean, self.running_var, w, b, False, 0.0, self.eps)[
                 0
             ]
-        self.num_batches_tracked = self.num_batches_tracked + 1
+        count = self._count_batch()
         m = self.momentum
         if m is None:  # cumulative moving average
-            m = 1.0 / float(self.num_batches_tracked.item())
+            m = 1.0 / count
         out, mean, var = F.batch_norm(
             x, self.running_mean, self.running_var, w, b, True, m, self.eps
         )
         if mean is not None and var is not None:
             self.running_mean, self.running_var = mean, var
         return out
+
+    def _count_batch(self) -> int:
+        """Add one to ``num_batches_tracked`` and return the new count.
+
+        The count is mirrored on the host next to the buffer it belongs to, so a training step
+        reads nothing back from the device; the buffer is read once only after something else
+        (``load_state_dict``, a move) replaced it.
+        """
+        tracked = self.num_batches_tracked
+        mirror = self.__dict__.get("_tracked_mirror")
+        if mirror is not None and mirror[0] is tracked:
+            count = mirror[1] + 1
+        else:
+            count = int(tracked.item()) + 1
+        self.num_batches_tracked = tracked = tracked + 1
+        object.__setattr__(self, "_tracked_mirror", (tracked, count))
+        return count
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"

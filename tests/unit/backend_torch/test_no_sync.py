@@ -84,7 +84,7 @@ def test_training_step_reads_nothing_back(
     if strategy == "balanced":
         ad = ad.gradient_checkpointing()
     model = TinyGPT(vocab=32, width=16, heads=2, context=8, device=ad)
-    optim = em.optim.AdamW()
+    optim = em.optim.AdamW(grad_clipping=em.optim.GradientClipping.norm(1.0))
     idx = em.Tensor.random((2, 8), em.Distribution.uniform(0, 32), device=dev).int()
     tgt = em.Tensor.random((2, 8), em.Distribution.uniform(0, 32), device=dev).int()
     model, first = train_step(model, optim, idx, tgt, low)  # the first step may set things up
@@ -93,3 +93,46 @@ def test_training_step_reads_nothing_back(
         for _ in range(3):
             model, loss = train_step(model, optim, idx, tgt, low)
     assert loss.item() < first.item()  # and it trains
+
+
+class NormNet(em.nn.Module):
+    """Linear -> BatchNorm1d -> ReLU -> Linear -> BatchNorm1d (cumulative average) -> Linear."""
+
+    def __init__(self, device: em.Device) -> None:
+        super().__init__()
+        self.l1 = em.nn.Linear(6, 8, device=device)
+        self.bn1 = em.nn.BatchNorm1d(8, device=device)
+        self.l2 = em.nn.Linear(8, 8, device=device)
+        self.bn2 = em.nn.BatchNorm1d(8, momentum=None, device=device)
+        self.l3 = em.nn.Linear(8, 3, device=device)
+
+    def forward(self, x: em.Tensor) -> em.Tensor:
+        return self.l3(self.bn2(self.l2(F.relu(self.bn1(self.l1(x))))))
+
+
+@pytest.mark.parametrize("kind", ["norm", "value"])
+def test_batch_norm_and_clipping_step_reads_nothing_back(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    em.seed(1)
+    dev = em.Device.torch("cpu")
+    model = NormNet(dev.autodiff())
+    clip = em.optim.GradientClipping.norm(0.5) if kind == "norm" else None
+    if kind == "value":
+        clip = em.optim.GradientClipping.value(0.1)
+    optim = em.optim.SGD(momentum=0.9, grad_clipping=clip)
+    x = em.Tensor.random((16, 6), em.Distribution.normal(0.0, 1.0), device=dev)
+    y = em.Tensor.random((16,), em.Distribution.uniform(0, 3), device=dev).int()
+
+    def step(model: NormNet) -> tuple[NormNet, em.Tensor]:
+        loss = F.cross_entropy(model(x), y)
+        grads = em.optim.GradientsParams.from_grads(loss.backward(), model)
+        return optim.step(0.05, model, grads), loss
+
+    model, first = step(model)
+    with monkeypatch.context() as m:
+        refuse_host_reads(m)
+        for _ in range(3):
+            model, loss = step(model)
+    assert loss.item() < first.item()
+    assert int(model.bn2.num_batches_tracked.item()) == 4

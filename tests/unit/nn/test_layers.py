@@ -209,6 +209,24 @@ def test_batch_norm_valid_uses_running_statistics() -> None:
     np.testing.assert_array_equal(m.running_mean.to_numpy(), before)  # frozen in valid mode
 
 
+def test_batch_norm_cumulative_average_counts_across_loads() -> None:
+    # momentum=None averages over num_batches_tracked, which survives load_state_dict
+    rng = np.random.default_rng(5)
+    xs = [rng.normal(1.0, 2.0, size=(4, 3)) for _ in range(4)]
+    m, tm = nn.BatchNorm1d(3, momentum=None, **F64), T.BatchNorm1d(3, momentum=None).double()
+    for x in xs[:2]:
+        m(em.Tensor.from_data(x))
+        tm(torch.tensor(x))
+    other = nn.BatchNorm1d(3, momentum=None, **F64)
+    other.load_state_dict(m.state_dict())
+    for x in xs[2:]:
+        other(em.Tensor.from_data(x))
+        tm(torch.tensor(x))
+    assert int(other.num_batches_tracked.item()) == 4
+    np.testing.assert_allclose(other.running_mean.to_numpy(), tm.running_mean.numpy(), atol=1e-12)
+    np.testing.assert_allclose(other.running_var.to_numpy(), tm.running_var.numpy(), atol=1e-12)
+
+
 def test_mha_masks_match_torch() -> None:
     torch.manual_seed(0)
     rng = np.random.default_rng(2)

@@ -162,16 +162,16 @@ def test_accumulating_three_micro_batches_equals_one_batch() -> None:
 
 
 @pytest.mark.parametrize("kind", ["value", "norm"])
-def test_clipping_matches_torch(kind: str) -> None:
+def test_clipping_matches_torch(kind: str, device: em.Device) -> None:
     rng = np.random.default_rng(3)
     init = [rng.normal(size=s) for s in SHAPES]
-    model = Bag(init, em.Device.cpu().autodiff())
+    model = Bag(init, device.autodiff())
     tparams = [torch.tensor(v, requires_grad=True) for v in init]
     clip = GradientClipping.value(0.5) if kind == "value" else GradientClipping.norm(1.0)
     grads = GradientsParams()
     for p, tp in zip(model.parameters(), tparams):
         g = rng.normal(size=p.shape) * 3
-        grads.register(p.id, em.Tensor.from_data(g))
+        grads.register(p.id, em.Tensor.from_data(g, device=device))
         tp.grad = torch.tensor(g)
     SGD(grad_clipping=clip).step(1.0, model, grads)
     if kind == "value":
@@ -181,6 +181,31 @@ def test_clipping_matches_torch(kind: str) -> None:
     torch.optim.SGD(tparams, lr=1.0).step()
     for p, tp in zip(model.parameters(), tparams):
         np.testing.assert_allclose(p.val().to_numpy(), tp.detach().numpy(), atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [3.0, 0.01], ids=["clipped", "under_the_limit"])
+def test_clip_grad_norm_returns_the_norm_and_scales_with_a_clamp(
+    scale: float, device: em.Device
+) -> None:
+    rng = np.random.default_rng(6)
+    gs = [rng.normal(size=s) * scale for s in SHAPES]
+    grads = GradientsParams()
+    ids = [em.nn.ParamId() for _ in gs]
+    for pid, g in zip(ids, gs):
+        grads.register(pid, em.Tensor.from_data(g, device=device))
+    want = [torch.tensor(g) for g in gs]
+    for t in want:
+        t.grad = t.clone()
+    want_norm = float(torch.nn.utils.clip_grad_norm_(want, 1.0))
+    got_norm = em.optim.clip_grad_norm(grads, 1.0)
+    assert isinstance(got_norm, float)
+    assert got_norm == pytest.approx(want_norm, rel=1e-12)
+    for pid, g, t in zip(ids, gs, want):
+        got = grads.get(pid)
+        assert got is not None and got.dtype is em.float64
+        if scale < 1:  # under the limit: a factor of exactly 1 leaves the gradient as it was
+            np.testing.assert_array_equal(got.to_numpy(), g)
+        np.testing.assert_allclose(got.to_numpy(), t.grad.numpy(), rtol=1e-12)  # type: ignore[union-attr]
 
 
 def test_optimizer_state_round_trips_and_resumes_identically() -> None:
