@@ -935,25 +935,38 @@ def max_pool2d_backward(
     out = grad.shape[2:]
     xp = _pad(x, padding, -np.inf)
     taps = _taps(xp, kernel_size, stride, dilation, out)
-    gxp = np.zeros(xp.shape, dtype=grad.dtype)
-    # disjoint windows: each input is read by at most one tap of one window, so assign
-    disjoint = all(stride[i] >= dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2))
+    # disjoint windows: each input is read by at most one tap of one window, so assign; when
+    # they also tile the padded input exactly, every element is written and zeros are not needed
+    spans = [dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2)]
+    disjoint = all(stride[i] >= spans[i] for i in range(2))
+    tiled = disjoint and all(
+        stride[i] == spans[i] == kernel_size[i] and out[i] * stride[i] == xp.shape[2 + i]
+        for i in range(2)
+    )
+    gxp = np.empty(xp.shape, dtype=grad.dtype) if tiled else np.zeros(xp.shape, dtype=grad.dtype)
 
     def run(lo: int, hi: int) -> None:
         xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
-        best = np.array(xb[taps[0][1]], copy=True)
-        arg = np.zeros(best.shape, dtype=np.int16)
-        for t, key in taps[1:]:
-            v = xb[key]
-            better = v > best  # strict: an equal later value keeps the earlier tap
+        vals = [xb[key] for _, key in taps]
+        best = np.array(vals[0], copy=True)
+        for v in vals[1:]:
             np.maximum(best, v, out=best)
-            np.putmask(arg, better, t)
-        for t, key in taps:
-            part = np.multiply(gb, arg == t)
+        has_nan = bool(np.isnan(best).any())
+        # the first tap equal to the window's maximum takes the gradient: ``taken`` marks the
+        # windows already served (NaN counts as the maximum of a window that holds one)
+        taken = None
+        for i, (_, key) in enumerate(taps):
+            first = np.equal(vals[i], best)
+            if has_nan:
+                first |= np.isnan(vals[i])
+            if taken is not None:
+                np.greater(first, taken, out=first)  # first and not taken
             if disjoint:
-                gxb[key] = part
+                np.multiply(gb, first, out=gxb[key])
             else:
-                gxb[key] += part
+                gxb[key] += np.multiply(gb, first)
+            if i < len(taps) - 1:
+                taken = first if taken is None else np.logical_or(taken, first, out=taken)
 
     _parallel_split(x.shape[0], grad.size * len(taps), run)
     ph, pw = padding

@@ -516,3 +516,12 @@ def test_size_zero_dims(fn: Callable[[em.Tensor], em.Tensor], shape: tuple[int, 
     assert y.numel() == 0
     g = x.grad(y.sum().backward())
     assert g is not None and g.shape == shape
+
+
+def test_max_pool_after_relu_ties_go_to_the_first_maximum(rng: np.random.Generator) -> None:
+    # relu zeroes whole windows: the gradient must reach only their first element, as in torch
+    x = rng.normal(size=(4, 3, 8, 8)) - 0.5
+    check(lambda t: F.max_pool2d(F.relu(t), 2), lambda t: TF.max_pool2d(TF.relu(t), 2), x)
+    check(
+        lambda t: F.max_pool2d(F.relu(t), 3, 1, 1), lambda t: TF.max_pool2d(TF.relu(t), 3, 1, 1), x
+    )
