@@ -84,6 +84,20 @@ def run_backward(root: Node, seed: Any) -> Gradients:
         n.consumed = True
         n.inputs = None
         n.output = None
+        if len(parents) == 1 and (p := parents[0]) is not None:  # common: one tracked input
+            if in_grads is not None:
+                gi = in_grads[0]
+                if gi is not None:
+                    if gi.shape != n.shapes[0]:
+                        gi = n.b.sum_to_shape(gi, n.shapes[0])
+                    prev = grads.get(p)
+                    grads[p] = gi if prev is None else prev + gi
+            c = children[p] - 1
+            if c:
+                children[p] = c
+            else:
+                ready.append(p)
+            continue
         i = 0
         for p in parents:
             if p is not None:

@@ -91,12 +91,13 @@ def _mlp_init(seed: int = 0) -> list[np.ndarray]:
 def _mlp_batch(batch: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(batch, MLP_SIZES[0])).astype(np.float32)
-    y = rng.integers(0, MLP_SIZES[-1], size=batch)
-    return x, np.eye(MLP_SIZES[-1], dtype=np.float32)[y]
+    return x, rng.integers(0, MLP_SIZES[-1], size=batch)
 
 
 def mlp_ember(batch: int = 128, lr: float = 0.01) -> Callable[[], Any]:
-    """One SGD step: relu MLP, softmax cross-entropy against one-hot targets, via autodiff."""
+    """One SGD step: relu MLP and cross-entropy (em.nn.functional), through autodiff."""
+    from ember.nn import functional as F
+
     device = em.Device.cpu().autodiff()
     params = [em.tensor(p, device=device).require_grad() for p in _mlp_init()]
     x_np, y_np = _mlp_batch(batch)
@@ -105,12 +106,9 @@ def mlp_ember(batch: int = 128, lr: float = 0.01) -> Callable[[], Any]:
 
     def step() -> Any:
         w1, b1, w2, b2, w3, b3 = state["params"]
-        h = (x @ w1 + b1).clamp_min(0.0)
-        h = (h @ w2 + b2).clamp_min(0.0)
-        logits = h @ w3 + b3
-        shifted = logits - logits.max_dim(1)
-        logp = shifted - shifted.exp().sum_dim(1).log()
-        loss = -(logp * y).sum() / batch
+        h = F.relu(x @ w1 + b1)
+        h = F.relu(h @ w2 + b2)
+        loss = F.cross_entropy(h @ w3 + b3, y)
         grads = loss.backward()
         state["params"] = [_sgd(p, p.grad(grads), lr) for p in state["params"]]
         return loss
@@ -139,8 +137,10 @@ def mlp_numpy(batch: int = 128, lr: float = 0.01) -> Callable[[], Any]:
         e = np.exp(shifted)
         s = e.sum(axis=1, keepdims=True)
         logp = shifted - np.log(s)
-        loss = -(logp * y).sum() / batch
-        g_logits = (e / s - y) / batch
+        loss = -logp[np.arange(batch), y].mean()
+        g_logits = e / s
+        g_logits[np.arange(batch), y] -= 1
+        g_logits /= batch
         g_w3 = h2.T @ g_logits
         g_b3 = g_logits.sum(axis=0)
         g_h2 = (g_logits @ w3.T) * (z2 > 0)

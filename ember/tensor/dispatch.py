@@ -94,7 +94,30 @@ def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
     strategy = x._strategy
     if strategy is None:
         return wrap(x.__class__, out, dev)
-    return record(spec, (x,), (data,), out, attrs, strategy, dev)
+    return _record1(spec, x, data, out, attrs, strategy, dev)
+
+
+def _record1(
+    spec: OpSpec, x: Tensor, data: Any, out: Any, attrs: dict[str, Any], strategy: Any, dev: Any
+) -> Tensor:
+    """``record`` for one input, inlined for the common Disabled case (the per-op hot path)."""
+    p = x._node
+    if p is None or strategy is _BAL or spec.backward is None or not dev.b.is_float(out):
+        return record(spec, (x,), (data,), out, attrs, strategy, dev)
+    t = _new(x.__class__)
+    t._data = out
+    t._dev = dev
+    t._strategy = strategy
+    t._node = Node(
+        spec,
+        (p,),
+        (data,) if spec.saves_inputs else None,
+        out if spec.saves_output else None,
+        attrs,
+        (data.shape,),
+        dev.b,
+    )
+    return t
 
 
 def record(
@@ -254,7 +277,7 @@ def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
             strategy = x._strategy
             if strategy is None:
                 return wrap(x.__class__, out, dev)
-            return record(spec, (x,), (data,), out, {"value": value}, strategy, dev)
+            return _record1(spec, x, data, out, {"value": value}, strategy, dev)
     value = as_scalar(spec.name, value)
     dt = x.dtype
     want = scalar_dtype(dt, value)

@@ -174,7 +174,8 @@ class NumpyBackend:
     def clamp(self, x: np.ndarray, min: float | None, max: float | None) -> np.ndarray:
         out = np.clip(x, min, max)
         # ml_dtypes' bfloat16 with Python float bounds computes in float32: keep the input dtype
-        return out if out.dtype == x.dtype else out.astype(x.dtype)
+        dt = out.dtype
+        return out if dt is x.dtype or dt == x.dtype else out.astype(x.dtype)
 
     def where(self, mask: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(mask, x, y)
