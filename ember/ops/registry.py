@@ -15,14 +15,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 Array = Any
 Grads = tuple[Array | None, ...]
-Ctx = "Node"
 Rule = Callable[[Any, Array], Grads]
 Example = tuple[tuple[Any, ...], dict[str, Any]]
 
