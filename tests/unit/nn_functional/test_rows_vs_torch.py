@@ -12,7 +12,7 @@ from differential.refs.nn import REFS
 from helpers.sampling import is_float, sample_cases, to_tensors
 
 import ember as em
-from ember.ops.registry import OPS
+from ember.ops.registry import OPS, Cost
 from ember.tensor.dispatch import apply
 
 NAMES = sorted(REFS)
@@ -58,3 +58,12 @@ def test_row_matches_torch(name: str) -> None:
             np.testing.assert_allclose(
                 g.to_numpy(), want, rtol=1e-9, atol=1e-11, err_msg=f"{name} {attrs}"
             )
+
+
+def test_cost_classes_follow_semantics() -> None:
+    # SEMANTICS.md section 7: activations memory-bound; conv, pooling, fused kernels compute-bound
+    memory_bound = {"relu", "gelu", "silu", "sigmoid", "binary_cross_entropy",
+                    "binary_cross_entropy_with_logits"}  # fmt: skip
+    for name in NAMES:
+        want = Cost.MEMORY_BOUND if name in memory_bound else Cost.COMPUTE_BOUND
+        assert OPS[name].cost is want, name
