@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .optim.base import Optimizer
     from .optim.grads import GradientsParams
 
-LOW_PRECISION_OPS = frozenset({"matmul", "conv2d", "conv_transpose2d", "attention"})
+LOW_PRECISION_OPS = frozenset({"matmul", "linear", "conv2d", "conv_transpose2d", "attention"})
 FULL_PRECISION_OPS = frozenset(
     {
         "softmax",

@@ -40,6 +40,8 @@ from .losses import (
     smooth_l1_loss,
 )
 
+_NO_ATTRS: dict[str, Any] = {}
+
 __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool2d",
@@ -227,15 +229,17 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"input's last size, got input {x.shape} and weight {weight.shape}. The weight is "
             "[out, in], as in PyTorch."
         )
-    out = x @ weight.transpose()
     if bias is not None:
         bias = _float("linear", bias, "bias")
         if bias.shape != (weight.shape[0],):
             raise ShapeError(
                 f"linear: expected bias of shape ({weight.shape[0]},), got {bias.shape}."
             )
-        out = out + bias
-    return out
+        if x.dtype is weight.dtype is bias.dtype:
+            # one fused row (addmm on torch): a single op to dispatch and record
+            return apply(OPS["linear"], (x, weight, bias), _NO_ATTRS)
+        return x @ weight.transpose() + bias
+    return x @ weight.transpose()
 
 
 def embedding(indices: Tensor, weight: Tensor) -> Tensor:

@@ -38,3 +38,34 @@ def matmul_backward(ctx: Any, grad: Any) -> Grads:
         else:
             gy = x.mT @ grad
     return gx, gy
+
+
+def _linear_examples(rng: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    n = rng.normal
+    return [
+        ((n(size=(3, 4)), n(size=(5, 4)), n(size=(5,))), {}),
+        ((n(size=(2, 3, 4)), n(size=(2, 4)), n(size=(2,))), {}),  # leading dims of the input
+        ((n(size=(4,)), n(size=(3, 4)), n(size=(3,))), {}),  # a 1-D input
+    ]
+
+
+@defop(
+    "linear",
+    arity=3,
+    cost=Cost.COMPUTE_BOUND,
+    saves=Saves.INPUTS,
+    dtypes=Domain.FLOAT,
+    examples=_linear_examples,
+)
+def linear_backward(ctx: Any, grad: Any) -> Grads:
+    """x (*, K) @ w (N, K)^T + b (N,): one fused row (a single addmm on torch)."""
+    x, w, _ = ctx.inputs
+    b = ctx.b
+    gx = grad @ w if ctx.parents[0] is not None else None
+    gw = gb = None
+    if ctx.parents[1] is not None:
+        # (N, M) @ (M, K) over all leading dims at once: the weight's own (N, K) layout
+        gw = b.reshape(grad, (-1, grad.shape[-1])).mT @ b.reshape(x, (-1, x.shape[-1]))
+    if ctx.parents[2] is not None:
+        gb = b.sum_to_shape(grad, ctx.shapes[2])
+    return gx, gw, gb

@@ -225,6 +225,12 @@ class NumpyBackend:
         # ml_dtypes has no bfloat16 matmul loop (NumPy computes it in float32): keep bfloat16
         return out if out.dtype == x.dtype else out.astype(x.dtype)
 
+    def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """x (*, K) @ w (N, K)^T + b (N,); the bias is added in place into the product."""
+        out = self.matmul(x, w.T)
+        np.add(out, b, out=out)
+        return out
+
     # ---------------------------------------------------------------- movement
     def reshape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
         return x.reshape(shape)

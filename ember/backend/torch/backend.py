@@ -315,6 +315,8 @@ class TorchBackend:
             return torch.matmul(x.to(torch.float64), y.to(torch.float64)).to(x.dtype)
         return torch.matmul(x, y)
 
+    linear = staticmethod(torch.nn.functional.linear)  # x @ w^T + b as one addmm
+
     # ---------------------------------------------------------------- movement
     # plain torch functions: no Python frame on the hot layout ops
     reshape = staticmethod(torch.reshape)

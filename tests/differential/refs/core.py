@@ -108,6 +108,7 @@ REFS: dict[str, Callable[..., Any]] = {
     "argmin": lambda x, dim: x.argmin(dim, keepdim=True),
     # linalg and layout
     "matmul": torch.matmul,
+    "linear": torch.nn.functional.linear,
     "reshape": lambda x, shape: x.reshape(shape),
     "permute": lambda x, dims: x.permute(dims),
     "expand": lambda x, shape: x.expand(shape),
