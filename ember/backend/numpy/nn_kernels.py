@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -63,11 +64,14 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
         f.result()
 
 
+_serial = threading.local()  # set inside pool tasks that must not split their work again
+
+
 def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None]) -> None:
     """Call ``fn(lo, hi)`` on one contiguous share of ``range(n)`` per thread (``elems``: the
     total work in elements, below ``_PARALLEL_MIN`` it all runs on the calling thread)."""
     threads = min(num_threads(), n)
-    if threads <= 1 or elems < _PARALLEL_MIN:
+    if threads <= 1 or elems < _PARALLEL_MIN or getattr(_serial, "on", False):
         fn(0, n)
         return
     per = -(-n // threads)
@@ -819,13 +823,33 @@ def conv2d_backward(
     """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
     geo = _Geometry(x.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
     g = geo.rows(grad, groups)  # (G, Og, N*columns)
-    gx = gw = None
-    if need_weight:
+
+    def weight_grad() -> np.ndarray:
         # dW = g @ cols^T; the columns are rebuilt from x rather than kept from the forward
-        gw = _matmul_nt(g, geo.im2col(x, groups)).reshape(weight.shape)
-    if need_input:
-        gx = geo.col2im(_matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), g))
+        return _matmul_nt(g, geo.im2col(x, groups)).reshape(weight.shape)
+
+    def input_grad() -> np.ndarray:
+        return geo.col2im(_matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), g))
+
+    gx = gw = None
+    if need_weight and need_input and num_threads() > 1 and g.size * 8 >= _PARALLEL_MIN:
+        # the two gradients are independent: one pool thread each, instead of splitting both
+        gw_future = _get_pool().submit(_unsplit, weight_grad)
+        gx = _unsplit(input_grad)
+        gw = gw_future.result()
+    else:
+        gw = weight_grad() if need_weight else None
+        gx = input_grad() if need_input else None
     return gx, gw, g.sum(axis=2).reshape(-1)
+
+
+def _unsplit(fn: Callable[[], np.ndarray]) -> np.ndarray:
+    """Run ``fn`` on this thread with ``_parallel_split`` serial inside it."""
+    _serial.on = True
+    try:
+        return fn()
+    finally:
+        _serial.on = False
 
 
 def conv_transpose2d(
