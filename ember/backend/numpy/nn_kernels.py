@@ -914,9 +914,7 @@ def _pool_geometry(
     )
 
 
-def _taps(
-    xp: np.ndarray, kernel: Pair, stride: Pair, dilation: Pair, out: Pair
-) -> list[tuple[int, Any]]:
+def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[tuple[int, Any]]:
     """(tap number, slice key) of each kernel tap: the (N, C, Ho, Wo) inputs that tap reads."""
     taps = []
     for i in range(kernel[0]):
@@ -934,7 +932,7 @@ def max_pool2d(
 ) -> np.ndarray:
     out = _pool_geometry(x, kernel_size, stride, padding, dilation)
     xp = _pad(x, padding, -np.inf)
-    taps = _taps(xp, kernel_size, stride, dilation, out)
+    taps = _taps(kernel_size, stride, dilation, out)
     y = np.empty((*x.shape[:2], *out), dtype=x.dtype)
 
     def run(lo: int, hi: int) -> None:
@@ -958,7 +956,7 @@ def max_pool2d_backward(
     """Each output's gradient goes to the first maximum of its window (row-major tap order)."""
     out = grad.shape[2:]
     xp = _pad(x, padding, -np.inf)
-    taps = _taps(xp, kernel_size, stride, dilation, out)
+    taps = _taps(kernel_size, stride, dilation, out)
     # disjoint windows: each input is read by at most one tap of one window, so assign; when
     # they also tile the padded input exactly, every element is written and zeros are not needed
     spans = [dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2)]
@@ -1001,7 +999,7 @@ def avg_pool2d(x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair) ->
     """Mean over each window; zero padding counts in the divisor (count_include_pad=True)."""
     out = _pool_geometry(x, kernel_size, stride, padding, (1, 1))
     xp = _pad(x, padding)
-    taps = _taps(xp, kernel_size, stride, (1, 1), out)
+    taps = _taps(kernel_size, stride, (1, 1), out)
     y = np.array(xp[taps[0][1]], copy=True)
     for _, key in taps[1:]:
         y += xp[key]
@@ -1020,7 +1018,7 @@ def avg_pool2d_backward(
     ph, pw = padding
     gxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)
     share = grad * grad.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
-    for _, key in _taps(gxp, kernel_size, stride, (1, 1), grad.shape[2:]):
+    for _, key in _taps(kernel_size, stride, (1, 1), grad.shape[2:]):
         gxp[key] += share
     return gxp[:, :, ph : ph + h, pw : pw + w]
 
