@@ -22,6 +22,7 @@ Tensor = torch.Tensor
 Pair = tuple[int, int]
 aten = torch.ops.aten
 _HALF = (torch.float16, torch.bfloat16)
+_CPU_FLASH = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
 # ---------------------------------------------------------------- remembered statistics
@@ -272,16 +273,16 @@ def batch_norm_backward(
 def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
     """The fused attention kernel that takes ``dtype`` on this device kind, or "" for none.
 
-    Flash attention runs float16 and bfloat16, the memory-efficient kernel float32; every other
-    dtype (float64 above all: both kernels reject it) and every CPU tensor take the exact math
-    path (``_scores``).
+    On CUDA, flash attention runs float16 and bfloat16 and the memory-efficient kernel float32;
+    every other dtype (float64 above all: both kernels reject it) takes the exact math path
+    (``_scores``). On the CPU, ATen's flash kernel ("flash_cpu") takes all four float dtypes.
 
     Example:
         >>> fused_attention_kernel(torch.float64, is_cuda=True)
         ''
     """
     if not is_cuda:
-        return ""
+        return "flash_cpu" if dtype in _CPU_FLASH else ""
     if dtype in _HALF:
         return "flash"
     if dtype == torch.float32:
@@ -299,7 +300,7 @@ def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, cau
     if causal and q.shape[-2] != k.shape[-2]:
         return ""  # keep ember's top-left causal alignment on the exact path
     d = q.shape[-1]
-    if d % 8 or d > 256:
+    if kind != "flash_cpu" and (d % 8 or d > 256):
         return ""
     return kind
 
@@ -309,6 +310,8 @@ def _last_contiguous(x: Tensor) -> Tensor:
 
 
 def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool) -> Any:
+    if kind == "flash_cpu":
+        return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
     if kind == "flash":
         return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
     return aten._scaled_dot_product_efficient_attention(
@@ -397,7 +400,12 @@ def _fused_backward(
     else:
         res = saved[1]
     grad = grad.contiguous()
-    if kind == "flash":
+    if kind == "flash_cpu":
+        out, lse = res
+        gq, gk, gv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            grad, q, k, v, out, lse, 0.0, is_causal, scale=scale
+        )
+    elif kind == "flash":
         out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = res
         gq, gk, gv = aten._scaled_dot_product_flash_attention_backward(
             grad,

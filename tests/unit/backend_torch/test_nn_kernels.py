@@ -197,8 +197,10 @@ def test_stats_are_reused_and_recomputed() -> None:
         (torch.float32, True, "efficient"),
         (torch.bfloat16, True, "flash"),
         (torch.float16, True, "flash"),
-        (torch.float32, False, ""),
-        (torch.bfloat16, False, ""),
+        (torch.float32, False, "flash_cpu"),
+        (torch.float64, False, "flash_cpu"),
+        (torch.bfloat16, False, "flash_cpu"),
+        (torch.int64, False, ""),
     ],
 )
 def test_fused_attention_kernel_by_dtype(dtype: Any, is_cuda: bool, want: str) -> None:
@@ -218,6 +220,7 @@ def test_float64_attention_takes_the_math_path_on_cuda(monkeypatch: pytest.Monke
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a fused attention kernel got float64 inputs")
 
+    monkeypatch.setattr(nn_kernels, "_CPU_FLASH", ())  # only the CUDA kernels are in play
     monkeypatch.setattr(nn_kernels, "_fused_forward", refuse)
     monkeypatch.setattr(nn_kernels, "_fused_backward", refuse)
     out = nn_kernels.attention(q, k, v, none, none, 0.5, True)
@@ -226,3 +229,23 @@ def test_float64_attention_takes_the_math_path_on_cuda(monkeypatch: pytest.Monke
     want = NP.attention(q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
     assert len(grads) == 5 and grads[0].dtype == torch.float64
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_flash_attention_matches_the_math_path(dtype: Any) -> None:
+    from ember.backend.torch import nn_kernels
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v, grad = (torch.randn(2, 3, 5, 4, generator=g, dtype=dtype) for _ in range(4))
+    none = torch.tensor(0.0, dtype=dtype)
+    assert nn_kernels._fused_kind(q, k, v, none, none, True) == "flash_cpu"
+    out = nn_kernels.attention(q, k, v, none, none, 0.5, True)
+    grads = nn_kernels.attention_backward(grad, q, k, v, none, none, 0.5, True)
+    want = NP.attention(q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True)
+    want_grads = NP.attention_backward(
+        grad.numpy(), q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True
+    )
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-12}
+    np.testing.assert_allclose(out.numpy(), want, **tol)
+    for got, exp in zip(grads[:3], want_grads[:3]):
+        np.testing.assert_allclose(got.numpy(), exp, **tol)
