@@ -112,7 +112,8 @@ def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
             f"narrow: start {start} + length {length} exceeds size {size} of dim {dim} "
             f"(shape {self.shape}); expected start + length <= {size}."
         )
-    return self[(slice(None),) * d + (slice(s, s + n),)]
+    # the key is already in normalize_key's form: the index row directly, no key parsing
+    return apply(OPS["index"], (self,), {"key": (slice(None),) * d + (slice(s, s + n),)})
 
 
 def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:

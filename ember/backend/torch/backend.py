@@ -55,6 +55,7 @@ _TO_NP: dict[torch.dtype, np.dtype] = {
 }
 _NP_BF16 = np.dtype(ml_dtypes.bfloat16)
 _HALF = (torch.float16, torch.bfloat16)
+_BASIC_KEYS = frozenset({int, slice, type(None), type(Ellipsis)})
 
 
 def torch_dtype(d: DType) -> torch.dtype:
@@ -212,6 +213,12 @@ class TorchBackend:
 
     def _key(self, key: Any) -> Any:
         """An index key with NumPy arrays and scalars turned into torch tensors and ints."""
+        if type(key) is tuple:
+            for k in key:
+                if type(k) not in _BASIC_KEYS:
+                    break
+            else:  # ints, slices, None, ...: what basic indexing keys hold, taken as they are
+                return key
         if isinstance(key, tuple):
             return tuple(self._key(k) for k in key)
         if isinstance(key, np.ndarray):
