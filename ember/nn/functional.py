@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
@@ -39,6 +39,10 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
+
+if TYPE_CHECKING:
+    from ..dtype import DType
+    from ..tensor.device import Device
 
 _NO_ATTRS: dict[str, Any] = {}
 
@@ -108,6 +112,19 @@ def _rank(op: str, x: Tensor, ranks: Sequence[int], layout: str) -> None:
 def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
     """A plain constant on ``like``'s hardware (joins the op as an untracked input)."""
     return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+
+
+_NONE_OPERANDS: dict[tuple[Device, DType], Tensor] = {}
+
+
+def _none_operand(like: Tensor) -> Tensor:
+    """The 0-d zero that tells the attention row "no bias / no keep mask", made once per device
+    and dtype (tensors are immutable, so one constant serves every call; no fill per step)."""
+    key = (like._dev._plain, like.dtype)
+    t = _NONE_OPERANDS.get(key)
+    if t is None:
+        t = _NONE_OPERANDS[key] = _const(like, (), 0.0)
+    return t
 
 
 def _batched(x: Tensor, rank: int) -> tuple[Tensor, bool]:
@@ -719,7 +736,7 @@ def scaled_dot_product_attention(
         raise ShapeError(f"{op}: pass either attn_mask or is_causal=True, not both.")
     if not 0.0 <= dropout_p < 1.0:
         raise ShapeError(f"{op}: expected 0 <= dropout_p < 1, got {dropout_p}.")
-    none = _const(q, (), 0.0)
+    none = _none_operand(q)
     bias = none
     if attn_mask is not None:
         attn_mask = _tensor(op, attn_mask, "attn_mask")
