@@ -120,10 +120,11 @@ def softplus(x: np.ndarray) -> np.ndarray:
 
 
 def gelu(x: np.ndarray, approximate: str) -> np.ndarray:
+    # the final astype: Python-float arithmetic widens bfloat16 arrays to float32
     if approximate == "tanh":
         inner = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
-        return 0.5 * x * (1 + inner)
-    return 0.5 * x * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))
+        return (0.5 * x * (1 + inner)).astype(x.dtype, copy=False)
+    return (0.5 * x * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))).astype(x.dtype, copy=False)
 
 
 def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
@@ -132,11 +133,11 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
         t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x2 * x))
         # d/dx 0.5 x (1 + t) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3c x^2)
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
-        return grad * d
+        return (grad * d).astype(x.dtype, copy=False)
     # d/dx x Phi(x) = Phi(x) + x phi(x)
     cdf = 0.5 * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))
     pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
-    return grad * (cdf + x * pdf)
+    return (grad * (cdf + x * pdf)).astype(x.dtype, copy=False)
 
 
 def silu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -551,7 +552,7 @@ def attention(
         p = _scores(q, k, bias, scale, is_causal)
     if keep.ndim:
         p = p * keep
-    return np.asarray(p @ v)
+    return np.asarray(p @ v).astype(q.dtype, copy=False)
 
 
 def attention_backward(
@@ -578,7 +579,8 @@ def attention_backward(
     gs = gs * gs.dtype.type(scale)
     gq = gs @ k
     gk = np.swapaxes(gs, -1, -2) @ q
-    return gq, gk, gv, gbias, gkeep
+    grads = (gq, gk, gv, gbias, gkeep)
+    return tuple(g.astype(q.dtype, copy=False) for g in grads)
 
 
 # ---------------------------------------------------------------- convolution: im2col
@@ -1037,13 +1039,13 @@ def adaptive_avg_pool2d(x: np.ndarray, output_size: Pair) -> np.ndarray:
     ah = _adaptive_matrix(x.shape[2], output_size[0], x.dtype)
     aw = _adaptive_matrix(x.shape[3], output_size[1], x.dtype)
     # (N, C, H, W) -> (N, C, Ho, Wo): the bins of H and W are independent
-    return np.ascontiguousarray(ah @ x @ aw.T)
+    return np.ascontiguousarray((ah @ x @ aw.T).astype(x.dtype, copy=False))
 
 
 def adaptive_avg_pool2d_backward(grad: np.ndarray, input_shape: tuple[int, ...]) -> np.ndarray:
     ah = _adaptive_matrix(input_shape[2], grad.shape[2], grad.dtype)
     aw = _adaptive_matrix(input_shape[3], grad.shape[3], grad.dtype)
-    return np.ascontiguousarray(ah.T @ grad @ aw)
+    return np.ascontiguousarray((ah.T @ grad @ aw).astype(grad.dtype, copy=False))
 
 
 # ---------------------------------------------------------------- embedding

@@ -525,3 +525,27 @@ def test_max_pool_after_relu_ties_go_to_the_first_maximum(rng: np.random.Generat
     check(
         lambda t: F.max_pool2d(F.relu(t), 3, 1, 1), lambda t: TF.max_pool2d(TF.relu(t), 3, 1, 1), x
     )
+
+
+@pytest.mark.parametrize("dtype", [em.float16, em.bfloat16])
+def test_half_precision_keeps_its_dtype(dtype: em.DType) -> None:
+    # Python-float arithmetic and matrix products widen bfloat16 NumPy arrays: kernels cast back
+    x = em.Tensor.random((1, 2, 4, 6), em.Distribution.normal(), device=AD, dtype=dtype)
+    x = x.require_grad()
+    q = x.reshape((2, 4, 6))
+    outs = [
+        F.gelu(x),
+        F.gelu(x, approximate="tanh"),
+        F.silu(x),
+        F.softmax(x, -1),
+        F.layer_norm(x, 6),
+        F.adaptive_avg_pool2d(x, 3),
+        F.max_pool2d(x, 2),
+        F.conv2d(x, em.Tensor.ones((3, 2, 2, 2), dtype=dtype)),
+        F.scaled_dot_product_attention(q, q, q, is_causal=True),
+        F.cross_entropy(x.reshape((8, 6)), em.tensor([0, 1, 2, 3, 4, 5, 0, 1])),
+    ]
+    for out in outs:
+        assert out.dtype is dtype
+        g = x.grad(out.sum().backward())
+        assert g is not None and g.dtype is dtype
