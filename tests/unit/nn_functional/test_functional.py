@@ -549,3 +549,31 @@ def test_half_precision_keeps_its_dtype(dtype: em.DType) -> None:
         assert out.dtype is dtype
         g = x.grad(out.sum().backward())
         assert g is not None and g.dtype is dtype
+
+
+def test_conv_pool_and_norm_on_non_contiguous_inputs(rng: np.random.Generator) -> None:
+    x, w = rng.normal(size=(2, 7, 6, 3)), rng.normal(size=(4, 3, 3, 3))
+    # (N, H, W, C) -> (N, C, W, H): a permuted view, not a contiguous array
+    check(
+        lambda x, w: F.conv2d(x.permute((0, 3, 2, 1)), w, padding=1),
+        lambda x, w: TF.conv2d(x.permute(0, 3, 2, 1), w, padding=1),
+        x,
+        w,
+    )
+    check(
+        lambda x: F.max_pool2d(x.permute((0, 3, 2, 1)), 2),
+        lambda x: TF.max_pool2d(x.permute(0, 3, 2, 1), 2),
+        x,
+    )
+    check(
+        lambda x: F.layer_norm(x.swap_dims(1, 3), 7),
+        lambda x: TF.layer_norm(x.transpose(1, 3), (7,)),
+        x,
+    )
+    check(
+        lambda x: F.cross_entropy(
+            x.reshape((14, 18)).transpose(), em.tensor(np.arange(18) % 14, device=dev())
+        ),
+        lambda x: TF.cross_entropy(x.reshape(14, 18).T, torch.tensor(np.arange(18) % 14)),
+        x,
+    )
