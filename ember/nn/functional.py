@@ -252,7 +252,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             raise ShapeError(
                 f"linear: expected bias of shape ({weight.shape[0]},), got {bias.shape}."
             )
-        if x.dtype is weight.dtype is bias.dtype:
+        if x._data.dtype == weight._data.dtype == bias._data.dtype:
             # one fused row (addmm on torch): a single op to dispatch and record
             return apply(OPS["linear"], (x, weight, bias), _NO_ATTRS)
         return x @ weight.transpose() + bias

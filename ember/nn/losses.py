@@ -32,6 +32,8 @@ def _tensor(op: str, x: Any, what: str = "input") -> Tensor:
 
 
 def _float(op: str, x: Any, what: str = "input") -> Tensor:
+    if type(x) is Tensor and x._dev.b.is_float(x._data):  # the common case, without properties
+        return x
     t = _tensor(op, x, what)
     if not t.dtype.is_float:
         raise DTypeError(
