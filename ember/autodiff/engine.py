@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import AutodiffError
 from ..ops.registry import run_forward
+from ..ops.slicegrad import SliceGrad
 from .gradients import Gradients
 from .node import Node
 from .requirement import Requirement
@@ -63,6 +64,8 @@ def run_backward(root: Node, seed: Any) -> Gradients:
     while ready:
         n = ready.pop()
         g = pop(n, None)
+        if type(g) is SliceGrad:
+            g = g.dense()
         spec = n.spec
         if spec is None:
             if g is not None and n.requirement is _GRAD:

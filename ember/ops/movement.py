@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .registry import Cost, Grads, defop
+from .slicegrad import SliceGrad
 
 MB = Cost.MEMORY_BOUND
 Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
@@ -60,7 +61,26 @@ def _index_examples(rng: Any) -> Examples:
 
 @defop("index", arity=1, cost=MB, examples=_index_examples)
 def index_backward(ctx: Any, grad: Any) -> Grads:
-    return (ctx.b.index_put_zeros(ctx.shapes[0], ctx.attrs["key"], grad),)
+    key = ctx.attrs["key"]
+    d = _narrow_dim(key)
+    if d >= 0:
+        # a narrow (a split / chunk piece): the engine joins sibling pieces with one cat
+        return (SliceGrad(ctx.b, ctx.shapes[0], d, key[d].start, grad),)
+    return (ctx.b.index_put_zeros(ctx.shapes[0], key, grad),)
+
+
+def _narrow_dim(key: Any) -> int:
+    """The dim of a narrow key ``(:, ..., :, start:stop)`` with 0 <= start <= stop, else -1."""
+    last = len(key) - 1
+    for i, k in enumerate(key):
+        if type(k) is not slice or k.step is not None:
+            return -1
+        if i < last and (k.start is not None or k.stop is not None):
+            return -1
+    k = key[last] if key else None
+    if k is None or type(k.start) is not int or type(k.stop) is not int:
+        return -1
+    return last if 0 <= k.start <= k.stop else -1
 
 
 def _cat_examples(rng: Any) -> Examples:
