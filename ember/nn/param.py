@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import secrets
 
+from ..autodiff.node import Node
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..dtype import DType
 from ..tensor.device import Device
+from ..tensor.dispatch import wrap
 from ..tensor.tensor import Tensor
 
 _Strategy = GradientCheckpointingStrategy
@@ -58,6 +60,11 @@ def relift(value: Tensor, strategy: _Strategy | None, trainable: bool) -> Tensor
     ``trainable`` and float."""
     if strategy is None:
         return value.without_autodiff()
+    if value._strategy is None:
+        # plain -> autodiff leaf in one step (what an optimizer update gives back every step)
+        b = value._dev.b
+        node = Node.leaf(value._data, b) if trainable and b.is_float(value._data) else None
+        return wrap(Tensor, value._data, value._dev, strategy, node)
     if value.gradient_checkpointing_strategy() is strategy:
         want = trainable and value.dtype.is_float
         if value.is_require_grad() == want and (want or not value.is_tracked()):
