@@ -31,7 +31,11 @@ def collect() -> dict[str, Any]:
 
     backends = {"numpy": f"available (NumPy {np.__version__})"}
     devices = ["cpu"]
-    if importlib.util.find_spec("torch") is None:
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or blocked installation
+        found = False
+    if not found:
         backends["torch"] = "not installed (pip install 'ember[torch]')"
     else:
         try:

@@ -389,12 +389,19 @@ def conv1d(
             f"{weight.shape}."
         )
     x, unbatched = _batched(x, 3)
+    _same_dtype(op, x, weight, "weight")
     st = _pair(op, "stride", stride, 1)[0]
     dil = _pair(op, "dilation", dilation, 1)[0]
     if isinstance(padding, str):
         pad: Any = padding
     else:
         pad = (0, _pair(op, "padding", padding, 0)[0])
+    # checked here too so that errors name conv1d, not the conv2d it runs as
+    _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
+    p1 = _conv_padding(op, pad, (1, weight.shape[2]), (1, st), (1, dil))
+    _spatial_out(op, (1, x.shape[2]), (1, weight.shape[2]), (1, st), p1, (1, dil))
+    if bias is not None:
+        bias = _conv_bias(op, x, bias, weight.shape[0])
     # (N, C, L) -> (N, C, 1, L)
     out = conv2d(
         x.unsqueeze_dim(2), weight.unsqueeze_dim(2), bias, (1, st), pad, (1, dil), groups

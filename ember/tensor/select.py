@@ -163,6 +163,24 @@ def region_shape(shape: tuple[int, ...], key: tuple[Any, ...]) -> tuple[int, ...
     return tuple(np.broadcast_to(np.empty((), np.int8), shape)[key].shape)
 
 
+def slice_key(op: str, ranges: Any) -> tuple[Any, ...]:
+    """Validate ``slice``/``slice_assign`` ranges: one ``slice`` (or int, or ``...``) per dim."""
+    if isinstance(ranges, slice):
+        return (ranges,)
+    if not isinstance(ranges, (list, tuple)):
+        raise DTypeError(
+            f"{op}: expected a list of slices (one per leading dim), got "
+            f"{type(ranges).__name__}. Write t.{op}([slice(0, 2), slice(1, None)])."
+        )
+    for k in ranges:
+        if not (isinstance(k, (slice, int, np.integer)) or k is Ellipsis) or isinstance(k, bool):
+            raise DTypeError(
+                f"{op}: expected slices or ints (one per leading dim), got {k!r}. "
+                "Use t[...] for None and index tensors, mask_where or scatter to write."
+            )
+    return tuple(ranges)
+
+
 def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
     """A copy of ``self`` whose region ``self[ranges]`` holds ``values`` (broadcast to it).
 
@@ -183,13 +201,7 @@ def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
 
     if not isinstance(values, Tensor):
         raise DTypeError(f"slice_assign: expected a values tensor, got {type(values).__name__}.")
-    key = tuple(ranges) if not isinstance(ranges, slice) else (ranges,)
-    for k in key:
-        if k is None or isinstance(k, (Tensor, list)):
-            raise DTypeError(
-                f"slice_assign: expected slices or ints (one per leading dim), got {k!r}. "
-                "Use mask_where or scatter for masks and index tensors."
-            )
+    key = slice_key("slice_assign", ranges)
     norm = normalize_key(self.shape, key)
     assert norm is not None  # tensors and lists were rejected above
     region = region_shape(self.shape, norm)

@@ -41,6 +41,19 @@ _MUL_S, _DIV_S, _RDIV_S = OPS["mul_scalar"], OPS["div_scalar"], OPS["rdiv_scalar
 _MATMUL, _INDEX = OPS["matmul"], OPS["index"]
 
 
+def _check_gradients(op: str, grads: object) -> None:
+    if not isinstance(grads, Gradients):
+        hint = (
+            " For parameter-keyed gradients use grads.get(param.id)."
+            if type(grads).__name__ == "GradientsParams"
+            else ""
+        )
+        raise DTypeError(
+            f"{op}: expected the Gradients returned by backward(), got {type(grads).__name__}."
+            + hint
+        )
+
+
 class Tensor:
     """An n-dimensional array on a device, plain or associated with autodiff.
 
@@ -337,7 +350,10 @@ class Tensor:
         Moving to the same hardware returns an equivalent handle.
         """
         if not isinstance(device, Device):
-            raise TypeError(f"to_device: expected an em.Device, got {type(device).__name__}.")
+            raise DTypeError(
+                f"to_device: expected an em.Device, got {type(device).__name__}. Pass "
+                "em.Device.cpu(), em.Device.torch('cpu') or em.Device.cuda()."
+            )
         dst = device._plain
         if dst is self._dev:
             return self
@@ -364,6 +380,7 @@ class Tensor:
 
     def grad(self, grads: Gradients) -> Tensor | None:
         """This require-grad leaf's gradient in ``grads`` (a plain tensor), or ``None``."""
+        _check_gradients("grad", grads)
         n = self._node
         if n is None or n.requirement is not _GRAD:
             return None
@@ -374,6 +391,7 @@ class Tensor:
 
     def grad_remove(self, grads: Gradients) -> Tensor | None:
         """Pop this leaf's gradient from ``grads`` (``None`` if absent)."""
+        _check_gradients("grad_remove", grads)
         n = self._node
         if n is None or n.requirement is not _GRAD:
             return None
@@ -382,6 +400,7 @@ class Tensor:
 
     def grad_replace(self, grads: Gradients, grad: Tensor) -> None:
         """Set this leaf's entry in ``grads`` to the plain tensor ``grad``."""
+        _check_gradients("grad_replace", grads)
         if self._strategy is None:
             raise AutodiffError(
                 "grad_replace: expected an autodiff tensor, got a plain one; plain tensors have no "
@@ -547,6 +566,15 @@ class Tensor:
     def lower_elem(self, value: float) -> Tensor:
         return self._compare("lower", value)
 
+    def not_equal_elem(self, value: float) -> Tensor:
+        return self._compare("not_equal", value)
+
+    def greater_equal_elem(self, value: float) -> Tensor:
+        return self._compare("greater_equal", value)
+
+    def lower_equal_elem(self, value: float) -> Tensor:
+        return self._compare("lower_equal", value)
+
     __eq__ = equal  # type: ignore[assignment]
     __ne__ = not_equal  # type: ignore[assignment]
     __gt__ = greater
@@ -594,7 +622,7 @@ class Tensor:
 
     def slice(self, ranges: Sequence[builtins.slice | builtins.int]) -> Tensor:
         """One ``slice`` (or int) per leading dim: ``t.slice([slice(0, 2)]) == t[0:2]``."""
-        return self[tuple(ranges)]
+        return self[_select.slice_key("slice", ranges)]
 
     # ------------------------------------------------------------------ elementwise math
     neg = _math.neg
