@@ -534,6 +534,11 @@ class TorchBackend:
         ``ember.optim.Adam.update`` per parameter. ``exp_avgs`` / ``exp_avg_sqs`` are ``None``
         on the first step.
         """
+        if _fusable(params, grads):
+            return self._adam_fused(
+                params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
+                decoupled,
+            )  # fmt: skip
         # the multi-tensor fast path needs matching dense layouts (a linear layer's weight
         # gradient arrives transposed); otherwise torch falls back to one kernel per tensor
         params = [p.contiguous() for p in params]
@@ -557,3 +562,52 @@ class TorchBackend:
         torch._foreach_add_(denom, eps)
         new = torch._foreach_addcdiv(params, m, denom, value=-lr / (1.0 - beta1**step))
         return list(new), list(m), list(v)
+
+    def _adam_fused(
+        self,
+        params: list[Tensor],
+        grads: list[Tensor],
+        exp_avgs: list[Tensor] | None,
+        exp_avg_sqs: list[Tensor] | None,
+        step: int,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        weight_decay: float,
+        decoupled: bool,
+    ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+        """``adam_many`` through ATen's fused Adam / AdamW kernel (one pass over all tensors).
+
+        The kernel updates in place, so it runs on copies (one multi-tensor copy each of the
+        parameters and moments): the inputs stay unchanged, as ember's tensors are values.
+        """
+        grads = [g.contiguous() for g in grads]
+        new = list(torch._foreach_mul([p.contiguous() for p in params], 1.0))
+        if exp_avgs is None or exp_avg_sqs is None:
+            m = [torch.zeros_like(p) for p in new]
+            v = [torch.zeros_like(p) for p in new]
+        else:
+            m = list(torch._foreach_mul(exp_avgs, 1.0))
+            v = list(torch._foreach_mul(exp_avg_sqs, 1.0))
+        # the kernel reads the step count (its bias corrections) from a device tensor
+        t = torch.full((), float(step), dtype=torch.float32, device=self.device)
+        fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
+        fused(
+            new, grads, m, v, [], [t] * len(new), lr=lr, beta1=beta1, beta2=beta2,
+            weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=False,
+        )  # fmt: skip
+        return new, m, v
+
+
+_FUSED_ADAM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _fusable(params: list[Tensor], grads: list[Tensor]) -> bool:
+    """Whether ATen's fused Adam takes these: one float dtype shared by parameters and grads."""
+    if not params or not hasattr(torch, "_fused_adamw_"):
+        return False
+    dtype = params[0].dtype
+    if dtype not in _FUSED_ADAM_DTYPES:
+        return False
+    return all(p.dtype == dtype for p in params) and all(g.dtype == dtype for g in grads)

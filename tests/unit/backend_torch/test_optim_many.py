@@ -66,3 +66,41 @@ def test_multi_tensor_adam_matches_the_per_parameter_rule(
     assert len(calls) == 4  # one multi-tensor call per step for all four parameters
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=2e-5, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("decoupled", [False, True], ids=["adam", "adamw"])
+def test_fused_adam_leaves_its_inputs_unchanged_and_matches_the_foreach_path(
+    decoupled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from ember.backend.torch import backend as tb
+
+    b = em.Device.torch("cpu").b
+    g = torch.Generator().manual_seed(0)
+    params = [torch.randn(4, 5, generator=g), torch.randn(3, generator=g)]
+    grads = [torch.randn(4, 5, generator=g).t().contiguous().t(), torch.randn(3, generator=g)]
+    ms = [torch.randn_like(p) for p in params]
+    vs = [torch.rand_like(p) for p in params]
+    before = [t.clone() for t in params + grads + ms + vs]
+    args = (7, 0.01, 0.9, 0.99, 1e-8, 0.1, decoupled)
+    assert tb._fusable(params, grads)
+    fused = b.adam_many(params, grads, ms, vs, *args)
+    for t, old in zip(params + grads + ms + vs, before):
+        assert torch.equal(t, old)  # values: nothing was updated in place
+    monkeypatch.setattr(tb, "_fusable", lambda p, g: False)
+    plain = b.adam_many(params, grads, ms, vs, *args)
+    for got, want in zip(fused, plain):
+        for a, c in zip(got, want):
+            torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-7)
+
+
+def test_mixed_dtypes_take_the_foreach_path() -> None:
+    import torch
+
+    from ember.backend.torch.backend import _fusable
+
+    p32, p64 = torch.zeros(2), torch.zeros(2, dtype=torch.float64)
+    assert not _fusable([p32, p64], [p32, p64])
+    assert not _fusable([p32], [p64])
+    assert _fusable([p64, p64], [p64, p64])
