@@ -124,7 +124,9 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
     from .tensor import Tensor
 
     shape = t.shape
-    entries = _expand(shape, key if isinstance(key, tuple) else (key,))
+    key = key if isinstance(key, tuple) else (key,)
+    strategy = _key_context(t, key)
+    entries = _expand(shape, key)
 
     # 1. apply ints, slices and None; advanced entries keep their dims whole
     basic: list[Any] = []
@@ -199,4 +201,26 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
         nb = len(bshape)
         order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim))
         out = out.permute(order)
+    if t._strategy is None and strategy is not None:
+        # a plain tensor indexed by autodiff indices: an autodiff result, as for other ops
+        out = out.autodiff().with_gradient_checkpointing_strategy(strategy)
     return out
+
+
+def _key_context(t: Tensor, key: tuple[Any, ...]) -> Any:
+    """Check the key's tensors as operands (same device, one strategy); the key's strategy."""
+    from . import checks
+    from .tensor import Tensor
+
+    strategy = t._strategy
+    for k in key:
+        if not isinstance(k, Tensor):
+            continue
+        checks.same_device(_OP, t._dev, k._dev)
+        s = k._strategy
+        if s is None:
+            continue
+        if strategy is not None and s is not strategy:
+            raise checks.same_strategy(_OP, strategy, s)
+        strategy = s
+    return strategy

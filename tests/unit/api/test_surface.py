@@ -202,3 +202,30 @@ def test_to_device_rejects_a_string_with_an_ember_error(device: em.Device) -> No
     x = T.ones((2,), device=device)
     with pytest.raises(em.DTypeError, match=r"^to_device: expected an em.Device, got str\. Pass"):
         x.to_device("cpu")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- index tensors are operands
+def test_plain_tensor_indexed_by_autodiff_mask_gives_autodiff(device: em.Device) -> None:
+    w = T.from_data([1.0, -2.0, 3.0], device=device.autodiff()).require_grad()
+    p = T.from_data([5.0, 6.0, 7.0], device=device)
+    out = p[w > 0.0]  # API.md: autodiff (+) plain -> autodiff; the plain operand a constant
+    assert out.tolist() == [5.0, 7.0]
+    assert out.is_autodiff() and not out.is_tracked() and not p.is_autodiff()
+    balanced = w.with_gradient_checkpointing_strategy(em.GradientCheckpointingStrategy.Balanced)
+    assert p[balanced > 0.0].gradient_checkpointing_strategy() is (
+        em.GradientCheckpointingStrategy.Balanced
+    )
+    with pytest.raises(em.AutodiffError, match=r"^index: .*Disabled and Balanced"):
+        w[balanced > 0.0]
+
+
+def test_index_tensor_on_another_device_raises() -> None:
+    try:
+        other = em.Device.torch("cpu")
+    except em.DeviceError as e:
+        pytest.skip(f"torch backend unavailable: {e}")
+    x = T.from_data([1.0, 2.0, 3.0], device=em.Device.cpu())
+    with pytest.raises(em.DeviceError, match=r"^index: operands are on cpu and torch:cpu"):
+        x[T.from_data([0, 2], device=other)]
+    with pytest.raises(em.DeviceError, match=r"^index: operands are on torch:cpu and cpu"):
+        x.to_device(other)[x > 1.0]
