@@ -91,6 +91,15 @@ def _same_dtype(op: str, x: Tensor, other: Tensor, what: str) -> None:
         )
 
 
+def _operands(op: str, x: Tensor, other: Tensor) -> None:
+    """Same device and, for two autodiff tensors, one strategy (errors that name ``op``)."""
+    if other._dev is not x._dev:
+        checks.same_device(op, x._dev, other._dev)
+    sx, so = x._strategy, other._strategy
+    if sx is not None and so is not None and sx is not so:
+        raise checks.same_strategy(op, sx, so)
+
+
 def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:
     vals = (v, v) if isinstance(v, int) else tuple(v)
     if len(vals) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in vals):
@@ -255,8 +264,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         if x._data.dtype == weight._data.dtype == bias._data.dtype:
             # one fused row (addmm on torch): a single op to dispatch and record
             return apply(OPS["linear"], (x, weight, bias), _NO_ATTRS)
-        return x @ weight.transpose() + bias
-    return x @ weight.transpose()
+        _operands("linear", x, bias)
+    _operands("linear", x, weight)
+    return x @ weight.transpose() if bias is None else x @ weight.transpose() + bias
 
 
 def embedding(indices: Tensor, weight: Tensor) -> Tensor:
@@ -390,6 +400,7 @@ def conv1d(
         )
     x, unbatched = _batched(x, 3)
     _same_dtype(op, x, weight, "weight")
+    _operands(op, x, weight)
     st = _pair(op, "stride", stride, 1)[0]
     dil = _pair(op, "dilation", dilation, 1)[0]
     if isinstance(padding, str):
@@ -727,6 +738,7 @@ def scaled_dot_product_attention(
     v = _float(op, v, "v")
     for name, t in (("k", k), ("v", v)):
         _same_dtype(op, q, t, name)
+        _operands(op, q, t)
     if min(q.ndim, k.ndim, v.ndim) < 2:
         raise ShapeError(
             f"{op}: expected q, k, v of rank >= 2 (*, L, E), got {q.shape}, {k.shape}, {v.shape}."
@@ -747,6 +759,7 @@ def scaled_dot_product_attention(
     bias = none
     if attn_mask is not None:
         attn_mask = _tensor(op, attn_mask, "attn_mask")
+        _operands(op, q, attn_mask)
         checks.broadcast_shapes(op, score_shape, attn_mask.shape)
         if attn_mask.dtype.is_bool:
             bias = _const(q, attn_mask.shape, 0.0).mask_fill(~attn_mask, float("-inf"))

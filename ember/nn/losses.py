@@ -82,6 +82,11 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
 def _like(op: str, x: Tensor, target: Any) -> Tensor:
     """``target`` as a float tensor of ``x``'s dtype, broadcastable to ``x``."""
     t = _tensor(op, target, "target")
+    if t._dev is not x._dev:
+        checks.same_device(op, x._dev, t._dev)
+    sx, st = x._strategy, t._strategy
+    if sx is not None and st is not None and sx is not st:
+        raise checks.same_strategy(op, sx, st)
     if not t.dtype.is_float:
         t = t.cast(x.dtype)
     elif t.dtype is not x.dtype:

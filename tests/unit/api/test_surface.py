@@ -229,3 +229,50 @@ def test_index_tensor_on_another_device_raises() -> None:
         x[T.from_data([0, 2], device=other)]
     with pytest.raises(em.DeviceError, match=r"^index: operands are on torch:cpu and cpu"):
         x.to_device(other)[x > 1.0]
+
+
+# ---------------------------------------------------------------- functional errors name the call
+def _other_device() -> em.Device:
+    try:
+        return em.Device.torch("cpu")
+    except em.DeviceError as e:
+        pytest.skip(f"torch backend unavailable: {e}")
+
+
+FUNCTIONAL_DEVICE_CASES: dict[str, Callable[[em.Device, em.Device], Any]] = {
+    "linear": lambda d, o: F.linear(T.ones((2, 3), device=o), T.ones((4, 3), device=d)),
+    "conv1d": lambda d, o: F.conv1d(T.ones((1, 3, 5), device=d), T.ones((2, 3, 3), device=o)),
+    "scaled_dot_product_attention": lambda d, o: F.scaled_dot_product_attention(
+        T.ones((1, 2, 3), device=d),
+        T.ones((1, 2, 3), device=d),
+        T.ones((1, 2, 3), device=d),
+        attn_mask=T.ones((2, 2), device=o, dtype=em.bool),
+    ),
+    "mse_loss": lambda d, o: F.mse_loss(T.ones((2,), device=d), T.ones((2,), device=o)),
+    "binary_cross_entropy": lambda d, o: F.binary_cross_entropy(
+        T.ones((2,), device=d) / 2.0, T.ones((2,), device=d), T.ones((2,), device=o)
+    ),
+}
+
+
+@pytest.mark.parametrize("op", sorted(FUNCTIONAL_DEVICE_CASES))
+def test_functional_device_mismatch_names_the_function(op: str) -> None:
+    other = _other_device()
+    with pytest.raises(em.DeviceError, match=rf"^{op}: operands are on"):
+        FUNCTIONAL_DEVICE_CASES[op](em.Device.cpu(), other)
+
+
+FUNCTIONAL_STRATEGY_CASES: dict[str, Callable[[em.Device, em.Device], Any]] = {
+    "linear": lambda a, b: F.linear(T.ones((2, 3), device=b), T.ones((4, 3), device=a)),
+    "scaled_dot_product_attention": lambda a, b: F.scaled_dot_product_attention(
+        T.ones((1, 2, 3), device=b), T.ones((1, 2, 3), device=a), T.ones((1, 2, 3), device=a)
+    ),
+    "mse_loss": lambda a, b: F.mse_loss(T.ones((2,), device=b), T.ones((2,), device=a)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(FUNCTIONAL_STRATEGY_CASES))
+def test_functional_strategy_mismatch_names_the_function(device: em.Device, op: str) -> None:
+    a = device.autodiff()
+    with pytest.raises(em.AutodiffError, match=rf"^{op}: .*Balanced and Disabled"):
+        FUNCTIONAL_STRATEGY_CASES[op](a, a.gradient_checkpointing())
