@@ -95,7 +95,10 @@ class Policy:
         """The operands of ``spec`` cast to the dtypes this policy computes it in."""
         name = spec.name
         if name in self.low_precision:
-            return _cast_floats(xs, self.dtype, lambda d: d is not self.dtype)
+            # 0-d operands of these rows are "none" placeholders (no bias, no mask): left as
+            # they are, so no cast runs for them
+            low = self.dtype
+            return _cast_floats(xs, low, lambda d: d is not low, keep_scalars=True)
         if name in self.full_precision:
             return _cast_floats(xs, float32, lambda d: d is self.dtype)
         if name in _BIAS_OPS and len(xs) == 2:
@@ -112,8 +115,13 @@ class Policy:
         return f"amp.Policy({self.dtype!r})"
 
 
-def _cast_floats(xs: Sequence[Tensor], to: DType, want: Any) -> Any:
-    out = [dispatch.cast(x, to) if x.dtype.is_float and want(x.dtype) else x for x in xs]
+def _cast_floats(xs: Sequence[Tensor], to: DType, want: Any, keep_scalars: bool = False) -> Any:
+    out = [
+        dispatch.cast(x, to)
+        if x.dtype.is_float and want(x.dtype) and not (keep_scalars and x._data.ndim == 0)
+        else x
+        for x in xs
+    ]
     return out if isinstance(xs, list) else tuple(out)
 
 

@@ -119,21 +119,28 @@ def _rank(op: str, x: Tensor, ranks: Sequence[int], layout: str) -> None:
 
 
 def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
-    """A plain constant on ``like``'s hardware (joins the op as an untracked input)."""
-    return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+    """A plain constant on ``like``'s hardware (joins the op as an untracked input).
+
+    Scalars and vectors (the "none" placeholders of bias-less layers and of attention) are made
+    once per device, dtype, shape and value: tensors are immutable, so one constant serves every
+    call, and a step launches no fill for them.
+    """
+    if len(shape) > 1 or value != value:
+        return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+    key = (like._dev._plain, like.dtype, shape, value)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        t = Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+        _CONSTANTS[key] = t
+    return t
 
 
-_NONE_OPERANDS: dict[tuple[Device, DType], Tensor] = {}
+_CONSTANTS: dict[tuple[Device, DType, tuple[int, ...], float], Tensor] = {}
 
 
 def _none_operand(like: Tensor) -> Tensor:
-    """The 0-d zero that tells the attention row "no bias / no keep mask", made once per device
-    and dtype (tensors are immutable, so one constant serves every call; no fill per step)."""
-    key = (like._dev._plain, like.dtype)
-    t = _NONE_OPERANDS.get(key)
-    if t is None:
-        t = _NONE_OPERANDS[key] = _const(like, (), 0.0)
-    return t
+    """The 0-d zero that tells the attention and linear rows "no bias / no keep mask"."""
+    return _const(like, (), 0.0)
 
 
 def _batched(x: Tensor, rank: int) -> tuple[Tensor, bool]:
@@ -266,6 +273,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             return apply(OPS["linear"], (x, weight, bias), _NO_ATTRS)
         _operands("linear", x, bias)
     _operands("linear", x, weight)
+    if bias is None and x._data.dtype == weight._data.dtype:
+        # the fused row without a bias: a 0-d operand means none
+        return apply(OPS["linear"], (x, weight, _none_operand(x)), _NO_ATTRS)
     return x @ weight.transpose() if bias is None else x @ weight.transpose() + bias
 
 

@@ -58,7 +58,10 @@ def _linear_examples(rng: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     examples=_linear_examples,
 )
 def linear_backward(ctx: Any, grad: Any) -> Grads:
-    """x (*, K) @ w (N, K)^T + b (N,): one fused row (a single addmm on torch)."""
+    """x (*, K) @ w (N, K)^T + b (N,): one fused row (a single addmm on torch).
+
+    A 0-d ``b`` means no bias (the row's placeholder, as for attention).
+    """
     x, w, _ = ctx.inputs
     b = ctx.b
     gx = grad @ w if ctx.parents[0] is not None else None
@@ -66,6 +69,6 @@ def linear_backward(ctx: Any, grad: Any) -> Grads:
     if ctx.parents[1] is not None:
         # (N, M) @ (M, K) over all leading dims at once: the weight's own (N, K) layout
         gw = b.reshape(grad, (-1, grad.shape[-1])).mT @ b.reshape(x, (-1, x.shape[-1]))
-    if ctx.parents[2] is not None:
+    if ctx.parents[2] is not None and len(ctx.shapes[2]):  # a 0-d placeholder gets none
         gb = b.sum_to_shape(grad, ctx.shapes[2])
     return gx, gw, gb

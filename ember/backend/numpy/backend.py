@@ -226,9 +226,10 @@ class NumpyBackend:
         return out if out.dtype == x.dtype else out.astype(x.dtype)
 
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """x (*, K) @ w (N, K)^T + b (N,); the bias is added in place into the product."""
+        """x (*, K) @ w (N, K)^T + b (N,), the bias added in place; a 0-d ``b`` means none."""
         out = self.matmul(x, w.T)
-        np.add(out, b, out=out)
+        if b.ndim:
+            np.add(out, b, out=out)
         return out
 
     # ---------------------------------------------------------------- movement

@@ -322,7 +322,9 @@ class TorchBackend:
             return torch.matmul(x.to(torch.float64), y.to(torch.float64)).to(x.dtype)
         return torch.matmul(x, y)
 
-    linear = staticmethod(torch.nn.functional.linear)  # x @ w^T + b as one addmm
+    def linear(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        """x @ w^T + b as one addmm; a 0-d ``b`` means no bias."""
+        return torch.nn.functional.linear(x, w, b if b.ndim else None)
 
     # ---------------------------------------------------------------- movement
     # plain torch functions: no Python frame on the hot layout ops

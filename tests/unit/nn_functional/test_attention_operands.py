@@ -1,4 +1,4 @@
-"""scaled_dot_product_attention reuses one 0-d "none" operand per device and dtype."""
+"""Placeholder constants of nn.functional (the 0-d "none" operand, bias-less vectors) are cached."""
 
 from __future__ import annotations
 
@@ -31,3 +31,13 @@ def test_attention_with_the_shared_operand_keeps_its_gradients(device: em.Device
     again = F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
     for t in (q, k, v):
         np.testing.assert_array_equal(t.grad(first).to_numpy(), t.grad(again).to_numpy())
+
+
+def test_vector_constants_are_cached_and_larger_ones_are_not(device: em.Device) -> None:
+    from ember.nn.functional import _const
+
+    a = em.Tensor.zeros((2, 3), device=device)
+    assert _const(a, (3,), 1.0) is _const(a, (3,), 1.0)
+    assert _const(a, (3,), 1.0) is not _const(a, (3,), 0.0)
+    assert _const(a, (2, 3), 0.0) is not _const(a, (2, 3), 0.0)
+    assert np.isnan(_const(a, (), float("nan")).item())
