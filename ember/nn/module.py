@@ -75,13 +75,13 @@ class Module:
             modules.append(name)
         elif name in buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(
+                raise DTypeError(
                     f"{type(self).__name__}.{name}: expected a Tensor for a buffer, got "
                     f"{type(value).__name__}."
                 )
         elif name in params or name in modules:
             if isinstance(value, Tensor):
-                raise TypeError(
+                raise DTypeError(
                     f"{type(self).__name__}.{name}: expected a Param, got a Tensor. Wrap it: "
                     f"self.{name} = em.nn.Param(tensor), or use load_state_dict."
                 )
@@ -104,7 +104,7 @@ class Module:
         Buffers are plain tensors such as batch-norm running statistics.
         """
         if value is not None and not isinstance(value, Tensor):
-            raise TypeError(f"register_buffer: expected a Tensor, got {type(value).__name__}.")
+            raise DTypeError(f"register_buffer: expected a Tensor, got {type(value).__name__}.")
         self._untrack(name)
         self.__dict__["_buffer_names"].append(name)
         object.__setattr__(self, name, None if value is None else value.without_autodiff())
@@ -392,4 +392,7 @@ class Module:
 
 def _check_device(op: str, device: Any) -> None:
     if not isinstance(device, Device):
-        raise TypeError(f"{op}: expected an em.Device, got {type(device).__name__}.")
+        raise DTypeError(
+            f"{op}: expected an em.Device, got {type(device).__name__}. Pass em.Device.cpu(), "
+            "em.Device.torch('cpu') or em.Device.cuda() (.autodiff() to train)."
+        )

@@ -11,6 +11,7 @@ import secrets
 from ..autodiff.node import Node
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..dtype import DType
+from ..errors import DTypeError
 from ..tensor.device import Device
 from ..tensor.dispatch import wrap
 from ..tensor.tensor import Tensor
@@ -97,7 +98,7 @@ class Param:
 
     def __init__(self, value: Tensor, *, id: ParamId | None = None, require_grad: bool = True):
         if not isinstance(value, Tensor):
-            raise TypeError(f"Param: expected an em.Tensor, got {type(value).__name__}.")
+            raise DTypeError(f"Param: expected an em.Tensor, got {type(value).__name__}.")
         self.id = ParamId() if id is None else id
         self._trainable = bool(require_grad)
         self._strategy = value.gradient_checkpointing_strategy()

@@ -24,10 +24,13 @@ class AdaGrad(Optimizer):
         grad_clipping: GradientClipping | None = None,
     ) -> None:
         super().__init__(grad_clipping=grad_clipping)
-        self.lr_decay = float(lr_decay)
-        self.weight_decay = float(weight_decay)
-        self.initial_accumulator_value = float(initial_accumulator_value)
-        self.eps = float(eps)
+        op = "AdaGrad"
+        self.lr_decay = self._check_range(op, "lr_decay", lr_decay, 0.0, float("inf"))
+        self.weight_decay = self._check_range(op, "weight_decay", weight_decay, 0.0, float("inf"))
+        self.initial_accumulator_value = self._check_range(
+            op, "initial_accumulator_value", initial_accumulator_value, 0.0, float("inf")
+        )
+        self.eps = self._check_range(op, "eps", eps, 0.0, float("inf"))
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
         g = grad + param * self.weight_decay if self.weight_decay else grad

@@ -31,9 +31,11 @@ class Adam(Optimizer):
         grad_clipping: GradientClipping | None = None,
     ) -> None:
         super().__init__(grad_clipping=grad_clipping)
-        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
-        self.eps = float(eps)
-        self.weight_decay = float(weight_decay)
+        op = type(self).__name__
+        self.beta1 = self._check_range(op, "betas[0]", betas[0], 0.0, 1.0, open_high=True)
+        self.beta2 = self._check_range(op, "betas[1]", betas[1], 0.0, 1.0, open_high=True)
+        self.eps = self._check_range(op, "eps", eps, 0.0, float("inf"))
+        self.weight_decay = self._check_range(op, "weight_decay", weight_decay, 0.0, float("inf"))
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
         b1, b2, wd = self.beta1, self.beta2, self.weight_decay

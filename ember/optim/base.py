@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..dtype import int64
+from ..errors import DTypeError, ShapeError
 from ..nn.param import ParamId, relift
 from ..tensor.tensor import Tensor
 from .clipping import GradientClipping
@@ -37,6 +38,20 @@ class Optimizer:
         """New value and state of one parameter (plain tensors in, plain tensors out)."""
         raise NotImplementedError(f"{type(self).__name__}.update: subclasses define the rule.")
 
+    @staticmethod
+    def _check_range(
+        op: str, name: str, value: float, low: float, high: float, *, open_high: bool = False
+    ) -> float:
+        """``value`` as a float in [low, high] (or [low, high) with ``open_high``); else
+        ``ShapeError``, as PyTorch's optimizer checks."""
+        v = float(value)
+        if not (low <= v < high if open_high else low <= v <= high):
+            bounded = high != float("inf")
+            upper = "<" if open_high else "<="
+            want = f"{low:g} <= {name} {upper} {high:g}" if bounded else f"{name} >= {low:g}"
+            raise ShapeError(f"{op}: expected {want}, got {value!r}.")
+        return v
+
     def update_many(
         self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
     ) -> list[tuple[Tensor, State]] | None:
@@ -47,7 +62,7 @@ class Optimizer:
     def step(self, lr: float, module: Module, grads: GradientsParams) -> Module:
         """Update ``module``'s parameters in place from ``grads`` and return the module."""
         if not isinstance(grads, GradientsParams):
-            raise TypeError(
+            raise DTypeError(
                 f"step: expected GradientsParams, got {type(grads).__name__}. Convert with "
                 "em.optim.GradientsParams.from_grads(loss.backward(), module)."
             )

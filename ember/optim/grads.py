@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..autodiff.gradients import Gradients
-from ..errors import AutodiffError
+from ..errors import AutodiffError, DTypeError
 from ..nn.param import ParamId
 from ..tensor.device import Device
 from ..tensor.tensor import Tensor
@@ -31,6 +31,11 @@ class GradientsParams:
     @staticmethod
     def from_grads(grads: Gradients, module: Module) -> GradientsParams:
         """Move each require-grad parameter's gradient out of ``grads`` (node-keyed)."""
+        if not isinstance(grads, Gradients):
+            raise DTypeError(
+                f"GradientsParams.from_grads: expected the Gradients returned by "
+                f"loss.backward(), got {type(grads).__name__}."
+            )
         out = GradientsParams()
         for p in module.parameters():
             g = p.val().grad_remove(grads)

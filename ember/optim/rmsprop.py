@@ -28,10 +28,12 @@ class RMSProp(Optimizer):
         grad_clipping: GradientClipping | None = None,
     ) -> None:
         super().__init__(grad_clipping=grad_clipping)
-        self.alpha = float(alpha)
-        self.eps = float(eps)
-        self.weight_decay = float(weight_decay)
-        self.momentum = float(momentum)
+        self.alpha = self._check_range("RMSProp", "alpha", alpha, 0.0, 1.0)
+        self.eps = self._check_range("RMSProp", "eps", eps, 0.0, float("inf"))
+        self.weight_decay = self._check_range(
+            "RMSProp", "weight_decay", weight_decay, 0.0, float("inf")
+        )
+        self.momentum = self._check_range("RMSProp", "momentum", momentum, 0.0, float("inf"))
         self.centered = bool(centered)
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:

@@ -35,9 +35,11 @@ class SGD(Optimizer):
                 f"SGD: Nesterov momentum needs momentum > 0 and dampening 0, got momentum "
                 f"{momentum} and dampening {dampening}."
             )
-        self.momentum = float(momentum)
+        self.momentum = self._check_range("SGD", "momentum", momentum, 0.0, float("inf"))
         self.nesterov = bool(nesterov)
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = self._check_range(
+            "SGD", "weight_decay", weight_decay, 0.0, float("inf")
+        )
         self.dampening = float(dampening)
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:

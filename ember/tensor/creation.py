@@ -62,7 +62,10 @@ def _device(device: Device | None) -> Device:
     if device is None:
         return default_device()
     if not isinstance(device, Device):
-        raise TypeError(f"device: expected an em.Device, got {type(device).__name__}.")
+        raise DTypeError(
+            f"device: expected an em.Device, got {type(device).__name__}. Pass em.Device.cpu(), "
+            "em.Device.torch('cpu') or em.Device.cuda()."
+        )
     return device
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ...errors import DTypeError
 from ..module import Module
 
 
@@ -76,7 +77,7 @@ class ModuleDict(Module):
 
     def __setitem__(self, key: str, module: Module) -> None:
         if not isinstance(module, Module):
-            raise TypeError(
+            raise DTypeError(
                 f"ModuleDict: expected a Module for {key!r}, got {type(module).__name__}."
             )
         setattr(self, key, module)
