@@ -99,18 +99,21 @@ def cross_entropy(
     logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
 ) -> Tensor:
     """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
-    the row's logsumexp, which the backward reuses instead of a second max/sum pass."""
+    the row's logsumexp (as x_t - log_softmax(x)_t: NaN where the target's logit is infinite)."""
     target = target.long()
     valid = target != ignore_index
     safe = torch.where(valid, target, 0).unsqueeze(1)
-    lse = torch.logsumexp(logits, 1)
+    # one fused log-softmax pass (logsumexp takes max, subtract, exp and sum passes over the
+    # (R, C) logits, the largest tensor of a language model); lse = x_t - log_softmax(x)_t
+    picked_logp = torch.gather(torch.log_softmax(logits, 1), 1, safe).squeeze(1)
     picked = torch.gather(logits, 1, safe).squeeze(1)
+    lse = picked - picked_logp
     eps = label_smoothing
     if eps:
         # smoothed target: (1 - eps) on the label, eps / C spread over every class
         loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1)
     else:
-        loss = lse - picked
+        loss = -picked_logp
     return torch.stack((torch.where(valid, loss, 0), lse), 1)
 
 
@@ -124,8 +127,8 @@ def cross_entropy_backward(
 ) -> Tensor:
     """Gradient for the logits from the (R, 2) gradient of ``cross_entropy``'s output ``out``.
 
-    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax, where
-    softmax = exp(x - lse) with the kept logsumexp.
+    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax, from one
+    fused softmax pass (fewer passes over the logits than exp(x - lse) with the kept logsumexp).
     """
     target = target.long()
     valid = target != ignore_index
@@ -133,8 +136,8 @@ def cross_entropy_backward(
     g_loss = torch.where(valid, grad[:, 0], 0).to(logits.dtype)
     g_soft = g_loss + grad[:, 1]
     # in place on one fresh (R, C) buffer: the logits of a language model are the largest tensor
-    gx = torch.sub(logits, out[:, 1:2])
-    gx.exp_().mul_(g_soft.unsqueeze(1))
+    gx = torch.softmax(logits, 1)
+    gx.mul_(g_soft.unsqueeze(1))
     gx.scatter_add_(1, safe, (g_loss * -(1 - label_smoothing)).unsqueeze(1))
     if label_smoothing:
         gx.sub_((g_loss * (label_smoothing / logits.shape[1])).unsqueeze(1))
