@@ -202,12 +202,12 @@ def bce_with_logits(x: Tensor, t: Tensor, pos_weight: Tensor) -> Tensor:
 # ---------------------------------------------------------------- normalisation
 def _layer_stats(x: Tensor, normalized_ndim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     shape = list(x.shape[x.ndim - normalized_ndim :])
-    return aten.native_layer_norm(x, shape, None, None, eps)
+    return torch.native_layer_norm(x, shape, None, None, eps)
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, normalized_ndim: int, eps: float) -> Tensor:
     shape = list(x.shape[x.ndim - normalized_ndim :])
-    out, mean, rstd = aten.native_layer_norm(x, shape, weight, bias, eps)
+    out, mean, rstd = torch.native_layer_norm(x, shape, weight, bias, eps)
     _remember(x, "ln", (normalized_ndim, eps), (mean, rstd))
     return out
 
@@ -314,7 +314,7 @@ def _last_contiguous(x: Tensor) -> Tensor:
 
 def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool) -> Any:
     if kind == "flash_cpu":
-        return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+        return torch._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
     if kind == "flash":
         return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
     return aten._scaled_dot_product_efficient_attention(
