@@ -93,6 +93,13 @@ def test_numpy_training_step_without_torch(mode: str) -> None:
             losses.append(loss.item())
             grads = em.optim.GradientsParams.from_grads(loss.backward(), model)
             model = optim.step(1e-2, model, grads)
+        import os, tempfile
+        import ember.record
+        with tempfile.TemporaryDirectory() as d:
+            model.save(os.path.join(d, "m.safetensors"))
+            model = model.load(os.path.join(d, "m.safetensors"))
+            ember.record.save_training(os.path.join(d, "r.safetensors"), model, optim, None, 5)
+            assert ember.record.load_training(os.path.join(d, "r.safetensors"), model, optim) == 5
         try:
             em.Device.torch("cpu")
             print("torch device: created")
