@@ -141,3 +141,15 @@ def test_python_dash_m_ember_help() -> None:
     assert proc.returncode == 0, proc.stderr
     for command in ("train", "info", "bench"):
         assert command in proc.stdout
+
+
+def test_ember_train_without_torch(tmp_path: object) -> None:
+    out = _run(
+        f"""
+        from ember.cli.main import main
+        rc = main(["train", "--model", "mlp", "--epochs", "1", "--display", "none",
+                   "--output", {str(tmp_path) + "/run"!r}])
+        print("rc", rc, "torch" in sys.modules)
+        """
+    )
+    assert out.strip().splitlines()[-1] == "rc 0 False"
