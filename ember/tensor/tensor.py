@@ -620,8 +620,12 @@ class Tensor:
             return self
         return apply(_INDEX, (self,), {"key": norm})
 
-    def slice(self, ranges: Sequence[builtins.slice | builtins.int]) -> Tensor:
-        """One ``slice`` (or int) per leading dim: ``t.slice([slice(0, 2)]) == t[0:2]``."""
+    def slice(self, ranges: Sequence[builtins.slice | builtins.int] | builtins.slice) -> Tensor:
+        """One ``slice`` (or int) per leading dim: ``t.slice([slice(0, 2)]) == t[0:2]``.
+
+        A single ``slice`` stands for a one-element list, as in ``slice_assign``; ``None``,
+        lists and index tensors raise ``DTypeError`` (use ``t[...]`` for those).
+        """
         return self[_select.slice_key("slice", ranges)]
 
     # ------------------------------------------------------------------ elementwise math
