@@ -10,6 +10,8 @@ from ..ops import OPS
 from . import checks
 from .dispatch import apply
 
+_INDEX = OPS["index"]
+
 if TYPE_CHECKING:
     from .tensor import Tensor
 
@@ -112,8 +114,12 @@ def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
             f"narrow: start {start} + length {length} exceeds size {size} of dim {dim} "
             f"(shape {self.shape}); expected start + length <= {size}."
         )
+    return _piece(self, d, s, n)
+
+
+def _piece(x: Tensor, d: int, start: int, length: int) -> Tensor:
     # the key is already in normalize_key's form: the index row directly, no key parsing
-    return apply(OPS["index"], (self,), {"key": (slice(None),) * d + (slice(s, s + n),)})
+    return apply(_INDEX, (x,), {"key": (slice(None),) * d + (slice(start, start + length),)})
 
 
 def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
@@ -132,7 +138,7 @@ def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
     if size == 0:
         return [self.narrow(d, 0, 0) for _ in range(n)]
     step = -(-size // n)
-    return [self.narrow(d, s, min(step, size - s)) for s in range(0, size, step)]
+    return [_piece(self, d, s, min(step, size - s)) for s in range(0, size, step)]
 
 
 def split(self: Tensor, split_size: int, dim: int = 0) -> list[Tensor]:
@@ -147,4 +153,4 @@ def split(self: Tensor, split_size: int, dim: int = 0) -> list[Tensor]:
     size = self.shape[d]
     if size == 0:
         return [self]
-    return [self.narrow(d, s, min(step, size - s)) for s in range(0, size, step)]
+    return [_piece(self, d, s, min(step, size - s)) for s in range(0, size, step)]
