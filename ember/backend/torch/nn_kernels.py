@@ -273,6 +273,21 @@ def batch_norm_backward(
 
 
 # ---------------------------------------------------------------- attention
+_ZERO_SCALARS: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+
+
+def _zero_scalar(like: Tensor) -> Tensor:
+    """A 0-d zero of ``like``'s device and dtype, made once (no fill kernel per backward).
+
+    Only handed out as the gradient of a 0-d placeholder; nothing writes into it.
+    """
+    key = (like.device, like.dtype)
+    z = _ZERO_SCALARS.get(key)
+    if z is None:
+        z = _ZERO_SCALARS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return z
+
+
 def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
     """The fused attention kernel that takes ``dtype`` on this device kind, or "" for none.
 
@@ -374,11 +389,11 @@ def attention_backward(
     pk = p * keep if keep.ndim else p
     gv = torch.matmul(pk.transpose(-1, -2), grad)
     gpk = torch.matmul(grad, v.transpose(-1, -2))
-    gkeep = gpk * p if keep.ndim else torch.zeros_like(keep)
+    gkeep = gpk * p if keep.ndim else _zero_scalar(keep)
     gp = gpk * keep if keep.ndim else gpk
     # softmax backward: ds = p * (gp - sum(gp * p))
     gs = p * (gp - (gp * p).sum(-1, keepdim=True))
-    gbias = gs if bias.ndim else torch.zeros_like(bias)
+    gbias = gs if bias.ndim else _zero_scalar(bias)
     gs = gs * scale
     gq = torch.matmul(gs, k)
     gk = torch.matmul(gs.transpose(-1, -2), q)
@@ -444,7 +459,8 @@ def _fused_backward(
             is_causal,
             scale=scale,
         )
-    return gq, gk, gv, torch.zeros_like(bias), torch.zeros_like(keep)
+    # the bias and keep mask are 0-d "none" placeholders here: their gradients are 0-d zeros
+    return gq, gk, gv, _zero_scalar(bias), _zero_scalar(keep)
 
 
 # ---------------------------------------------------------------- convolution
