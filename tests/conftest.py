@@ -22,6 +22,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "filterwarnings", "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
     )
+    if _cuda_available():
+        import torch
+
+        # CUDA runs compare against float64/CPU references and check Balanced == Disabled bit
+        # for bit: exact float32 matmuls/convolutions (no TF32) and deterministic cuDNN kernels
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
 
 
 def _cuda_available() -> bool:

@@ -45,10 +45,11 @@ def index_tensor(op: str, indices: Any) -> Tensor:
 def check_range(op: str, indices: Tensor, dim: int, size: int) -> None:
     """Every index in ``[0, size)``, or a ``ShapeError`` naming the op, dim and size.
 
-    Not checked on CUDA devices: reading the indices back would stall every step there, so the
-    kernels' device-side asserts report bad indices instead.
+    Checked on every device: an out-of-range index on CUDA would otherwise end in a device-side
+    assert that poisons the whole CUDA context. (The training hot paths, ``embedding`` and the
+    losses' class labels, skip their host check on CUDA instead: see ``nn.losses._index_range``.)
     """
-    if indices.numel() == 0 or indices.device.is_cuda:
+    if indices.numel() == 0:
         return
     a = indices.to_numpy()
     lo, hi = int(a.min()), int(a.max())
