@@ -23,14 +23,26 @@ def pytest_configure(config: pytest.Config) -> None:
         "filterwarnings", "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
     )
     if _cuda_available():
-        import torch
+        _exact_cuda_float32()
 
-        # CUDA runs compare against float64/CPU references and check Balanced == Disabled bit
-        # for bit: exact float32 matmuls/convolutions (no TF32) and deterministic cuDNN kernels
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
+
+def _exact_cuda_float32() -> None:
+    """CUDA runs compare against CPU references and check Balanced == Disabled bit for bit:
+    exact float32 matmuls/convolutions (no TF32) and deterministic cuDNN kernels."""
+    import torch
+
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+@pytest.fixture(autouse=True)
+def _cuda_precision() -> None:
+    """Undo process-wide precision switches a test made (``ember train --matmul-precision``)."""
+    if _CUDA:
+        _exact_cuda_float32()
 
 
 def _cuda_available() -> bool:
@@ -41,9 +53,12 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+_CUDA = _cuda_available()
+
+
 def _backends() -> list[str]:
     """EMBER_BACKEND (e.g. "numpy,torch,cuda"); by default numpy and torch, plus cuda if present."""
-    default = "numpy,torch,cuda" if _cuda_available() else "numpy,torch"
+    default = "numpy,torch,cuda" if _CUDA else "numpy,torch"
     names = os.environ.get("EMBER_BACKEND", default).split(",")
     return [n.strip() for n in names if n.strip()]
 
