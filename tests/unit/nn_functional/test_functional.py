@@ -476,6 +476,10 @@ def test_sdpa_errors() -> None:
 def test_conv_and_pool_large_inputs_use_the_threaded_kernels(
     stride: int, rng: np.random.Generator
 ) -> None:
+    if dev().backend_name != "numpy":
+        # this checks the NumPy kernels' threaded paths; elsewhere a conv output that differs in
+        # the last float32 bits can flip a near-tied max-pool window and reroute its gradient
+        pytest.skip("exercises the NumPy backend's threaded kernels")
     # big enough that im2col, col2im and pooling split the batch between threads
     x, w, b = rng.normal(size=(8, 3, 34, 30)), rng.normal(size=(4, 3, 5, 5)), rng.normal(size=(4,))
     check(
