@@ -39,7 +39,10 @@ def num_threads() -> int:
     env = os.environ.get("EMBER_NUM_THREADS")
     if env:
         return max(1, int(env))
-    return max(1, min(os.cpu_count() or 1, 8))
+    return _CPU_THREADS
+
+
+_CPU_THREADS = max(1, min(os.cpu_count() or 1, 8))  # read once: kernels ask on every call
 
 
 def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None:
