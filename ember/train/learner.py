@@ -109,6 +109,12 @@ class Learner:
         best_metric: A column such as "valid_loss" (lower is better; "accuracy" columns: higher);
             whenever it improves, the model is written to ``best.safetensors`` and ``self.best``
             records the value, epoch and step.
+        devices: None (the default) trains on the model's own device. A list of devices trains
+            one forked replica per device in worker threads (``em.distributed.DataParallel``):
+            each batch is split along dim 0, the shards' gradients are combined on
+            ``devices[0]`` into the full-batch mean gradient, and the model (moved to
+            ``devices[0]`` if it lives elsewhere) takes one step. ``loss_fn`` must return a
+            mean over its batch's rows.
 
     Example:
         >>> learner = Learner(model, em.optim.Adam(), lr=1e-3, output_dir="runs/demo")
@@ -132,6 +138,7 @@ class Learner:
         callbacks: Iterable[Callback] = (),
         display: str | Display = "auto",
         best_metric: str | None = None,
+        devices: Sequence[Any] | None = None,
     ) -> None:
         if grad_accumulation < 1:
             raise ValueError(f"Learner: expected grad_accumulation >= 1, got {grad_accumulation}.")
@@ -158,6 +165,12 @@ class Learner:
         self.best_metric = best_metric
         self.best: dict[str, float] | None = None
         self._log = MetricLog(self.output_dir) if self.output_dir is not None else None
+        self._parallel: Any = None
+        if devices is not None:  # several devices: replicas in worker threads (SEMANTICS §10)
+            from ..distributed import DataParallel
+
+            self._parallel = DataParallel(devices)
+            self.model = self._parallel.place(self.model)
 
     # ------------------------------------------------------------------ learning rate
     def _next_lr(self) -> float:
@@ -202,7 +215,7 @@ class Learner:
         return {f"{prefix}_{m.name}": m.compute() for m in self.metrics}
 
     def _train_epoch(self, train: Loader, epochs: int) -> dict[str, float]:
-        from ..optim import GradientsAccumulator, GradientsParams
+        from ..optim import GradientsAccumulator
 
         self.model.train()
         for m in self.metrics:
@@ -217,10 +230,9 @@ class Learner:
         tokens = 0
         t0 = time.perf_counter()
         done = 0
+        scale = 1.0 if acc is None else 1.0 / self.grad_accumulation
         for batch in train:
-            loss, logits, targets = self.loss_fn(self.model, batch)
-            scaled = loss if acc is None else loss * (1.0 / self.grad_accumulation)
-            grads = GradientsParams.from_grads(scaled.backward(), self.model)
+            grads, loss_value, logits_np, targets_np = self._backward(batch, scale, needs_logits)
             n = int(batch[0].shape[0])
             examples += n
             tokens += batch[0].numel() if batch[0].ndim == 2 and not batch[0].dtype.is_float else 0
@@ -230,13 +242,7 @@ class Learner:
             if acc is None or pending == self.grad_accumulation:
                 self._step(acc.grads() if acc is not None else grads)
                 pending = 0
-            out = StepOutput(
-                float(loss.item()),
-                n,
-                _numpy(logits) if needs_logits else None,
-                _numpy(targets) if needs_logits else None,
-                self.lr,
-            )
+            out = StepOutput(loss_value, n, logits_np, targets_np, self.lr)
             for m in self.metrics:
                 m.update(out)
             lr_metric.update(out)
@@ -252,6 +258,28 @@ class Learner:
             row["tokens_per_s"] = tokens / elapsed if elapsed > 0 else math.nan
         row["time_s"] = elapsed
         return row
+
+    def _backward(
+        self, batch: Sequence[Tensor], scale: float, needs_logits: bool
+    ) -> tuple[Any, float, np.ndarray | None, np.ndarray | None]:
+        """Gradients (``GradientsParams``, times ``scale``) of one batch, its mean loss, and the
+        logits and targets as NumPy when the metrics need them."""
+        if self._parallel is not None:
+            r = self._parallel.backward(
+                self.model, batch, self.loss_fn, scale=scale, outputs=needs_logits
+            )
+            return r.grads, r.loss, r.logits, r.targets
+        from ..optim import GradientsParams
+
+        loss, logits, targets = self.loss_fn(self.model, batch)
+        scaled = loss if scale == 1.0 else loss * scale
+        grads = GradientsParams.from_grads(scaled.backward(), self.model)
+        return (
+            grads,
+            float(loss.item()),
+            _numpy(logits) if needs_logits else None,
+            _numpy(targets) if needs_logits else None,
+        )
 
     def _step(self, grads: Any) -> None:
         self.lr = self._next_lr()
@@ -279,6 +307,8 @@ class Learner:
         )
         try:
             for k, batch in enumerate(data, 1):
+                if self._parallel is not None:  # the model lives on the main device
+                    batch = [t.to_device(self._parallel.main_device) for t in batch]
                 loss, logits, targets = self.loss_fn(self.model, batch)
                 out = StepOutput(
                     float(loss.item()),
@@ -351,6 +381,8 @@ class Learner:
                 self.save_record(train)
         for cb in self.callbacks:
             cb.on_fit_end(self)
+        if self._parallel is not None:
+            self._parallel.close()
         if self.output_dir is not None:
             self.model.save(self.output_dir / "model.safetensors")
             png = plot_curves(self.history, self.output_dir / "curves.png")
