@@ -14,33 +14,10 @@ Usage: python bench/conv.py [--batch 64] [--repeats 10] [--threads 2]
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import time
-from collections.abc import Callable
 
-
-def _alternating_ms(
-    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 5
-) -> tuple[list[float], list[float]]:
-    """Time ``repeats`` calls of ``a``, then of ``b``, for several rounds.
-
-    Rounds alternate so drifting load on a shared machine hits both sides; a pause between
-    blocks lets the other library's idle worker threads stop spinning first.
-    """
-    ta: list[float] = []
-    tb: list[float] = []
-    for _ in range(rounds):
-        for fn, acc in ((a, ta), (b, tb)):
-            for _ in range(3):
-                fn()  # warm-up
-            for _ in range(repeats):
-                t = time.perf_counter()
-                fn()
-                acc.append(1e3 * (time.perf_counter() - t))
-            time.sleep(0.2)
-    return ta, tb
+from _timing import alternating_ms, pin_threads
 
 
 def main() -> None:
@@ -49,12 +26,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10, help="steps per block")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    # thread counts must be set before NumPy / BLAS load
-    # ember's threads are its kernel pool (EMBER_NUM_THREADS); NumPy's BLAS stays at one thread
-    # so the two never nest. Both must be set before NumPy loads.
-    os.environ["EMBER_NUM_THREADS"] = str(args.threads)
-    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
+    pin_threads(args.threads)  # before NumPy loads
     import numpy as np
     import torch
     import torch.nn.functional as TF
@@ -107,7 +79,7 @@ def main() -> None:
         assert g is not None
         np.testing.assert_allclose(g.to_numpy(), tp[k].grad.numpy(), rtol=1e-3, atol=1e-5)
 
-    ta, tb = _alternating_ms(ember_step, torch_step, args.repeats)
+    ta, tb = alternating_ms(ember_step, torch_step, args.repeats)
     ember_ms, torch_ms = statistics.median(ta), statistics.median(tb)
     print(
         f"LeNet-5 fwd+bwd, batch {args.batch}, {args.threads} threads, float32, "

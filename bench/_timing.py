@@ -1,0 +1,37 @@
+"""Shared timing helpers of the CPU benchmark scripts (bench/conv.py, bench/softmax_xent.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+
+def pin_threads(threads: int) -> None:
+    """ember's kernel pool gets ``threads`` (EMBER_NUM_THREADS); NumPy's BLAS stays at one thread
+    so the two never nest. Call before NumPy is imported."""
+    os.environ["EMBER_NUM_THREADS"] = str(threads)
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def alternating_ms(
+    a: Callable[[], object], b: Callable[[], object], repeats: int, rounds: int = 5
+) -> tuple[list[float], list[float]]:
+    """Time ``repeats`` calls of ``a``, then of ``b``, for several rounds (milliseconds).
+
+    Rounds alternate so drifting load on a shared machine hits both sides; a pause between
+    blocks lets the other library's idle worker threads stop spinning first.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(rounds):
+        for fn, acc in ((a, ta), (b, tb)):
+            for _ in range(3):
+                fn()  # warm-up
+            for _ in range(repeats):
+                t = time.perf_counter()
+                fn()
+                acc.append(1e3 * (time.perf_counter() - t))
+            time.sleep(0.2)
+    return ta, tb
