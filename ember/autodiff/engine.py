@@ -12,6 +12,7 @@ value is computed once, cached, and dropped after its last counted use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import AutodiffError
@@ -33,8 +34,15 @@ def _consumed_error(node: Node) -> AutodiffError:
     )
 
 
-def run_backward(root: Node, seed: Any) -> Gradients:
-    """Backpropagate ``seed`` (the root's gradient) and return the kept leaf gradients."""
+def run_backward(
+    root: Node, seed: Any, on_leaf: Callable[[int, Any], None] | None = None
+) -> Gradients:
+    """Backpropagate ``seed`` (the root's gradient) and return the kept leaf gradients.
+
+    ``on_leaf(node_id, grad)``, when given, is called as soon as a require-grad leaf's gradient
+    is complete (every child has contributed), before the rest of the pass runs; distributed
+    data parallel starts that parameter's all-reduce there.
+    """
     # 1. discover the subgraph, count children, reject consumed steps before changing anything
     children: dict[Node, int] = {}
     stack = [root]
@@ -74,6 +82,8 @@ def run_backward(root: Node, seed: Any) -> Gradients:
                     # NumPy computes some bfloat16 products in float32: give the leaf's dtype back
                     g = n.b.cast(g, n.b.dtype_of(v))
                 store[n.id] = g
+                if on_leaf is not None:
+                    on_leaf(n.id, g)
             continue
         parents = n.parents
         in_grads = None

@@ -1,0 +1,192 @@
+"""Distributed data parallel across processes (SEMANTICS §10), on ``torch.distributed``.
+
+Every rank runs the same model on its own shard of the batch. ``DistributedDataParallel.backward``
+runs the backward pass and averages each parameter's gradient across ranks while the pass is
+still running: the engine reports each require-grad leaf the moment its gradient is complete
+(every child has contributed), the gradient goes into its bucket, and a bucket's all-reduce
+starts asynchronously once all its parameters reported (buckets start in one fixed order on every
+rank, as collectives must match). Communication thus overlaps the rest of backward; ``backward``
+returns once every reduction has landed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..autodiff.engine import run_backward
+from ..autodiff.requirement import Requirement
+from ..errors import AutodiffError, DeviceError
+from ..nn.param import ParamId
+from ..tensor.dispatch import wrap
+from ..tensor.tensor import Tensor
+from .group import ProcessGroup
+
+
+@dataclass
+class _Bucket:
+    ids: list[ParamId]
+    shapes: list[tuple[int, ...]]
+    dtype: torch.dtype
+    grads: list[torch.Tensor | None] = field(default_factory=list)
+    remaining: int = 0
+    flat: torch.Tensor | None = None
+    work: Any = None
+
+
+class DistributedDataParallel:
+    """Averages gradients across the ranks of ``group`` during backward.
+
+    Parameters are grouped into buckets of about ``bucket_mb`` megabytes (one dtype each) in
+    reverse declaration order, roughly the order backward completes them. The plan is built on the
+    first ``backward`` and rebuilt when the module's trainable parameters change; it must be the
+    same on every rank (the same model everywhere).
+
+    Every require-grad parameter and the loss must live on the torch backend (on
+    ``group.device()``); anything else is rejected with ``DeviceError`` before any communication.
+    A parameter that receives no gradient on a rank contributes zeros there, so every rank
+    reduces the same buckets; a parameter reached by no rank ends with a zero gradient.
+    The average equals the full-batch mean gradient when every rank's loss is a mean over
+    equally many rows.
+
+    Args:
+        group: The ``ProcessGroup`` of this job.
+        bucket_mb: Target bucket size in megabytes (> 0).
+
+    Example:
+        >>> group = em.distributed.ProcessGroup.from_env()
+        >>> ddp = em.distributed.DistributedDataParallel(group)
+        >>> model = group.broadcast_module(Mlp(group.device().autodiff()))
+        >>> grads = ddp.backward(F.cross_entropy(model(x), y), model)  # averaged over ranks
+        >>> model = optim.step(1e-3, model, grads)
+    """
+
+    def __init__(self, group: ProcessGroup, *, bucket_mb: float = 25.0) -> None:
+        if not bucket_mb > 0:
+            raise ValueError(f"DistributedDataParallel: expected bucket_mb > 0, got {bucket_mb}.")
+        self.group = group
+        self.bucket_bytes = int(bucket_mb * 2**20)
+        self._key: tuple[Any, ...] | None = None
+        self._plan: list[tuple[list[ParamId], list[tuple[int, ...]], torch.dtype]] = []
+
+    def _check(self, loss: Tensor, module: Any) -> list[tuple[ParamId, Tensor]]:
+        """The require-grad parameters; ``DeviceError`` for a non-torch loss or parameter."""
+        if loss._dev.backend_name != "torch":
+            raise DeviceError(
+                f"DistributedDataParallel.backward: expected the loss on the torch backend, got "
+                f"{loss._dev}. Build the model on group.device().autodiff()."
+            )
+        if loss._node is None:
+            raise AutodiffError(
+                "DistributedDataParallel.backward: expected a tracked loss, got an untracked "
+                "tensor. Create the parameters on an autodiff device before the forward pass."
+            )
+        params: list[tuple[ParamId, Tensor]] = []
+        for name, p in module.named_parameters():
+            v = p.val()
+            node = v._node
+            if node is None or node.requirement is not Requirement.GRAD:
+                continue  # frozen / plain parameters take no part
+            if v._dev.backend_name != "torch" or v._dev != loss._dev:
+                raise DeviceError(
+                    f"DistributedDataParallel.backward: expected every trainable parameter on "
+                    f"the loss's device {loss._dev}, got {name!r} on {v._dev}. Build the model "
+                    "on group.device().autodiff()."
+                )
+            self.group.check_tensor("DistributedDataParallel.backward", v._data)
+            params.append((p.id, v))
+        return params
+
+    def _buckets(self, params: list[tuple[ParamId, Tensor]]) -> list[_Bucket]:
+        key = tuple((pid, v.shape, v._data.dtype) for pid, v in params)
+        if key != self._key:
+            plan: list[tuple[list[ParamId], list[tuple[int, ...]], torch.dtype]] = []
+            size = 0
+            for pid, v in reversed(params):
+                dt = v._data.dtype
+                nbytes = v._data.numel() * v._data.element_size()
+                if not plan or plan[-1][2] != dt or size + nbytes > self.bucket_bytes:
+                    plan.append(([], [], dt))
+                    size = 0
+                plan[-1][0].append(pid)
+                plan[-1][1].append(tuple(v.shape))
+                size += nbytes
+            self._key, self._plan = key, plan
+        return [
+            _Bucket(ids, shapes, dt, [None] * len(ids), len(ids)) for ids, shapes, dt in self._plan
+        ]
+
+    def backward(self, loss: Tensor, module: Any) -> Any:
+        """Backward of ``loss`` with gradients averaged across ranks as they complete.
+
+        Args:
+            loss: This rank's scalar loss (torch backend), from ``module``'s parameters.
+            module: The model whose trainable parameters are reduced.
+
+        Returns:
+            ``GradientsParams`` holding, per trainable parameter, the mean over ranks of the
+            ranks' gradients; ready for ``optim.step(lr, module, grads)``.
+
+        Raises:
+            DeviceError: The loss or a trainable parameter is not on the torch backend, or not
+                on the device the group reduces (before any communication).
+        """
+        from ..optim.grads import GradientsParams
+
+        params = self._check(loss, module)
+        buckets = self._buckets(params)
+        device = loss._data.device
+        where: dict[int, tuple[int, int]] = {}
+        by_id = {pid: v for pid, v in params}
+        for bi, bucket in enumerate(buckets):
+            for j, pid in enumerate(bucket.ids):
+                node = by_id[pid]._node
+                assert node is not None  # _check kept only require-grad leaves
+                where[node.id] = (bi, j)
+        next_start = 0
+
+        def start(b: _Bucket) -> None:
+            parts = [
+                g.reshape(-1)
+                if g is not None
+                else torch.zeros(s, dtype=b.dtype, device=device).reshape(-1)
+                for g, s in zip(b.grads, b.shapes)
+            ]
+            b.flat = torch.cat(parts)
+            b.grads = []  # the flat copy is what lands; drop the local pieces
+            b.work = self.group.start_all_reduce(b.flat)
+
+        def on_leaf(node_id: int, grad: Any) -> None:
+            nonlocal next_start
+            slot = where.get(node_id)
+            if slot is None:
+                return
+            b = buckets[slot[0]]
+            b.grads[slot[1]] = grad
+            b.remaining -= 1
+            while next_start < len(buckets) and buckets[next_start].remaining == 0:
+                start(buckets[next_start])
+                next_start += 1
+
+        seed = loss._dev.b.ones_like(loss._data)
+        try:
+            run_backward(loss._node, seed, on_leaf)  # type: ignore[arg-type]  # local: dropped
+        finally:  # collectives must match across ranks: start the rest even after an error
+            for b in buckets[next_start:]:
+                start(b)
+            for b in buckets:
+                b.work.wait()
+        out = GradientsParams()
+        dev = loss._dev.without_autodiff()
+        for b in buckets:
+            assert b.flat is not None
+            b.flat /= self.group.world_size
+            start_i = 0
+            for pid, shape in zip(b.ids, b.shapes):
+                n = int(torch.Size(shape).numel())
+                g = b.flat[start_i : start_i + n].view(shape)
+                start_i += n
+                out.register(pid, wrap(Tensor, g, dev))
+        return out

@@ -1,0 +1,182 @@
+"""A process group on ``torch.distributed`` (SEMANTICS §10), set up from ``torchrun``'s variables.
+
+``torchrun --nproc_per_node=N train.py`` starts N processes and gives each ``RANK``,
+``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``; ``ProcessGroup.from_env()``
+joins them (NCCL when CUDA is available, else Gloo). Collectives work on raw ``torch.Tensor``
+values of ember's torch backend and never change their inputs: results are new tensors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..errors import DeviceError, EmberError
+from ..tensor.device import Device
+
+_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _flatten(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _unflatten(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    start = 0
+    for t in like:
+        n = t.numel()
+        out.append(flat[start : start + n].view(t.shape))
+        start += n
+    return out
+
+
+class ProcessGroup:
+    """The processes of one ``torchrun`` job: this process's rank and the world size.
+
+    Attributes:
+        rank: This process's index, 0 .. world_size - 1.
+        world_size: Number of processes.
+        local_rank: Index on this machine (selects the GPU under NCCL).
+        backend: "nccl" or "gloo".
+
+    Example:
+        >>> group = em.distributed.ProcessGroup.from_env()  # inside a torchrun process
+        >>> device = group.device().autodiff()
+        >>> summed = group.all_reduce([torch.ones(3)], average=False)
+        >>> group.close()
+    """
+
+    def __init__(self, rank: int, world_size: int, local_rank: int, backend: str) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self.backend = backend
+
+    @staticmethod
+    def from_env(backend: str | None = None, *, timeout_s: float = 300.0) -> ProcessGroup:
+        """Join the job described by ``torchrun``'s environment variables.
+
+        Args:
+            backend: "nccl" or "gloo"; None picks NCCL when CUDA is available, else Gloo.
+            timeout_s: How long collectives (and joining) wait for the other ranks.
+
+        Raises:
+            EmberError: A variable is missing (not started by ``torchrun``), or the backend is
+                unknown or not built into this PyTorch.
+        """
+        missing = [k for k in _ENV if k not in os.environ]
+        if missing:
+            raise EmberError(
+                f"ProcessGroup.from_env: expected the torchrun variables {list(_ENV)}, missing "
+                f"{missing}. Launch with: torchrun --nproc_per_node=2 train.py."
+            )
+        if backend is None:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+        ok = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available()}
+        if not ok.get(backend, False):
+            raise EmberError(
+                f"ProcessGroup.from_env: expected an available backend of {sorted(ok)}, got "
+                f"{backend!r}. Gloo works on every CPU build; NCCL needs CUDA."
+            )
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        if not dist.is_initialized():
+            dist.init_process_group(
+                backend,
+                init_method="env://",
+                rank=rank,
+                world_size=world,
+                timeout=timedelta(seconds=timeout_s),
+            )
+        if backend == "nccl":
+            torch.cuda.set_device(local)
+        return ProcessGroup(rank, world, local, backend)
+
+    def device(self) -> Device:
+        """This rank's device: ``Device.torch(f"cuda:{local_rank}")`` under NCCL, else torch CPU."""
+        if self.backend == "nccl":
+            return Device.torch(f"cuda:{self.local_rank}")
+        return Device.torch("cpu")
+
+    def check_tensor(self, op: str, t: torch.Tensor) -> None:
+        """Raise ``DeviceError`` unless the backend can reduce ``t`` (NCCL: CUDA tensors)."""
+        if self.backend == "nccl" and t.device.type != "cuda":
+            raise DeviceError(
+                f"{op}: NCCL reduces CUDA tensors, got one on {t.device}. Put the model on "
+                "group.device()."
+            )
+
+    def start_all_reduce(self, flat: torch.Tensor) -> Any:
+        """Start summing ``flat`` (a contiguous tensor, changed in place) across ranks.
+
+        Returns:
+            The ``torch.distributed`` work handle; ``handle.wait()`` blocks until it landed.
+        """
+        return dist.all_reduce(flat, op=dist.ReduceOp.SUM, async_op=True)
+
+    def all_reduce(
+        self, tensors: Sequence[torch.Tensor], *, average: bool = True
+    ) -> list[torch.Tensor]:
+        """Sum (or average) each tensor across ranks; one collective per dtype.
+
+        Args:
+            tensors: Raw torch tensors, the same shapes and dtypes on every rank.
+            average: Divide the sums by ``world_size``.
+
+        Returns:
+            New tensors, in the order given; the inputs are unchanged.
+        """
+        for t in tensors:
+            self.check_tensor("all_reduce", t)
+        out: list[torch.Tensor | None] = [None] * len(tensors)
+        by_dtype: dict[torch.dtype, list[int]] = {}
+        for i, t in enumerate(tensors):
+            by_dtype.setdefault(t.dtype, []).append(i)
+        for idx in by_dtype.values():
+            like = [tensors[i] for i in idx]
+            flat = _flatten(like)
+            self.start_all_reduce(flat).wait()
+            if average:
+                flat /= self.world_size
+            for i, r in zip(idx, _unflatten(flat, like)):
+                out[i] = r
+        return [t for t in out if t is not None]
+
+    def broadcast_module(self, module: Any, src: int = 0) -> Any:
+        """Give every rank rank ``src``'s parameter and buffer values (in place, ids kept).
+
+        Returns:
+            ``module``, for chaining.
+        """
+        from ..tensor.dispatch import wrap
+        from ..tensor.tensor import Tensor
+
+        state = module.state_dict()
+        names = sorted(state)
+        for k in names:
+            if state[k].device.backend_name != "torch":
+                raise DeviceError(
+                    f"broadcast_module: expected every value on the torch backend, got {k!r} on "
+                    f"{state[k].device}. Build the model on group.device()."
+                )
+            self.check_tensor("broadcast_module", state[k]._data)
+        raw = [state[k]._data.clone().contiguous() for k in names]
+        for t in raw:
+            dist.broadcast(t, src=src)
+        module.load_state_dict({k: wrap(Tensor, t, state[k].device) for k, t in zip(names, raw)})
+        return module
+
+    def barrier(self) -> None:
+        """Wait until every rank got here."""
+        dist.barrier()
+
+    def close(self) -> None:
+        """Leave the job (``destroy_process_group``)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
