@@ -11,7 +11,14 @@ import numpy as np
 from ... import dtype as dt
 from ...dtype import DType
 from ..registry import register_backend
-from . import nn_kernels as _nn
+from .kernels import activations as _act
+from .kernels import attention as _attn
+from .kernels import bce as _bce
+from .kernels import conv as _conv
+from .kernels import embedding as _emb
+from .kernels import norm as _norm
+from .kernels import pooling as _pooling
+from .kernels import softmax as _softmax
 from .special import erf as _erf
 
 Shape = tuple[int, ...]
@@ -373,55 +380,55 @@ class NumpyBackend:
     def relu(self, x: np.ndarray) -> np.ndarray:
         return np.maximum(x, x.dtype.type(0))
 
-    relu_backward = staticmethod(_nn.relu_backward)  # (grad, out): grad where out > 0
-    sigmoid = staticmethod(_nn.sigmoid)
-    softplus = staticmethod(_nn.softplus)
-    gelu = staticmethod(_nn.gelu)  # (x, approximate "none" | "tanh")
-    gelu_backward = staticmethod(_nn.gelu_backward)  # (grad, x, approximate)
+    relu_backward = staticmethod(_act.relu_backward)  # (grad, out): grad where out > 0
+    sigmoid = staticmethod(_act.sigmoid)
+    softplus = staticmethod(_act.softplus)
+    gelu = staticmethod(_act.gelu)  # (x, approximate "none" | "tanh")
+    gelu_backward = staticmethod(_act.gelu_backward)  # (grad, x, approximate)
 
     def silu(self, x: np.ndarray) -> np.ndarray:
-        return x * _nn.sigmoid(x)
+        return x * _act.sigmoid(x)
 
-    silu_backward = staticmethod(_nn.silu_backward)  # (grad, x)
-    softmax = staticmethod(_nn.softmax)  # (x, dim)
-    log_softmax = staticmethod(_nn.log_softmax)  # (x, dim)
-    softmax_backward = staticmethod(_nn.softmax_backward)  # (grad, out, dim)
-    log_softmax_backward = staticmethod(_nn.log_softmax_backward)  # (grad, out, dim)
+    silu_backward = staticmethod(_act.silu_backward)  # (grad, x)
+    softmax = staticmethod(_softmax.softmax)  # (x, dim)
+    log_softmax = staticmethod(_softmax.log_softmax)  # (x, dim)
+    softmax_backward = staticmethod(_softmax.softmax_backward)  # (grad, out, dim)
+    log_softmax_backward = staticmethod(_softmax.log_softmax_backward)  # (grad, out, dim)
     # (logits (R, C), target (R,), ignore_index, label_smoothing) -> (R, 2): per-row loss (0 on
     # ignored rows) and the row's logsumexp; backward (grad (R, 2), logits, target, out, ...)
-    cross_entropy = staticmethod(_nn.cross_entropy)
-    cross_entropy_backward = staticmethod(_nn.cross_entropy_backward)  # -> grad of logits
+    cross_entropy = staticmethod(_softmax.cross_entropy)
+    cross_entropy_backward = staticmethod(_softmax.cross_entropy_backward)  # -> grad of logits
     # (logits (R, C), probs (R, C), label_smoothing) -> (R,); backward -> (grad logits, probs)
-    cross_entropy_soft = staticmethod(_nn.cross_entropy_soft)
-    cross_entropy_soft_backward = staticmethod(_nn.cross_entropy_soft_backward)
-    nll_loss = staticmethod(_nn.nll_loss)  # (logp (R, C), target (R,), ignore_index) -> (R,)
-    nll_loss_backward = staticmethod(_nn.nll_loss_backward)  # (grad, target, C, ignore_index)
-    binary_cross_entropy = staticmethod(_nn.bce)  # (p, target), elementwise
-    binary_cross_entropy_backward = staticmethod(_nn.bce_backward)  # -> (grad p, grad target)
-    binary_cross_entropy_with_logits = staticmethod(_nn.bce_with_logits)  # (x, t, pos_weight)
+    cross_entropy_soft = staticmethod(_softmax.cross_entropy_soft)
+    cross_entropy_soft_backward = staticmethod(_softmax.cross_entropy_soft_backward)
+    nll_loss = staticmethod(_softmax.nll_loss)  # (logp (R, C), target (R,), ignore_index) -> (R,)
+    nll_loss_backward = staticmethod(_softmax.nll_loss_backward)  # (grad, target, C, ignore_index)
+    binary_cross_entropy = staticmethod(_bce.bce)  # (p, target), elementwise
+    binary_cross_entropy_backward = staticmethod(_bce.bce_backward)  # -> (grad p, grad target)
+    binary_cross_entropy_with_logits = staticmethod(_bce.bce_with_logits)  # (x, t, pos_weight)
     # (x, weight, bias, normalized_ndim, eps); backward (grad, x, weight, ...) -> (gx, gw, gb)
-    layer_norm = staticmethod(_nn.layer_norm)
-    layer_norm_backward = staticmethod(_nn.layer_norm_backward)
-    rms_norm = staticmethod(_nn.rms_norm)  # (x, weight, normalized_ndim, eps)
-    rms_norm_backward = staticmethod(_nn.rms_norm_backward)  # -> (gx, gw)
-    batch_norm = staticmethod(_nn.batch_norm)  # (x, weight, bias, eps): batch statistics, dim 1
-    batch_norm_backward = staticmethod(_nn.batch_norm_backward)  # -> (gx, gw, gb)
+    layer_norm = staticmethod(_norm.layer_norm)
+    layer_norm_backward = staticmethod(_norm.layer_norm_backward)
+    rms_norm = staticmethod(_norm.rms_norm)  # (x, weight, normalized_ndim, eps)
+    rms_norm_backward = staticmethod(_norm.rms_norm_backward)  # -> (gx, gw)
+    batch_norm = staticmethod(_norm.batch_norm)  # (x, weight, bias, eps): batch statistics, dim 1
+    batch_norm_backward = staticmethod(_norm.batch_norm_backward)  # -> (gx, gw, gb)
     # (q, k, v, bias, keep, scale, is_causal); a 0-d bias / keep means none
-    attention = staticmethod(_nn.attention)
-    attention_backward = staticmethod(_nn.attention_backward)  # -> (gq, gk, gv, gbias, gkeep)
+    attention = staticmethod(_attn.attention)
+    attention_backward = staticmethod(_attn.attention_backward)  # -> (gq, gk, gv, gbias, gkeep)
     # (x, weight, bias, stride, padding, dilation, groups), pairs of ints
-    conv2d = staticmethod(_nn.conv2d)
-    conv2d_backward = staticmethod(_nn.conv2d_backward)  # -> (gx | None, gw | None, gb)
-    conv_transpose2d = staticmethod(_nn.conv_transpose2d)
-    conv_transpose2d_backward = staticmethod(_nn.conv_transpose2d_backward)
-    max_pool2d = staticmethod(_nn.max_pool2d)  # (x, kernel_size, stride, padding, dilation)
-    max_pool2d_backward = staticmethod(_nn.max_pool2d_backward)  # (grad, x, ...)
-    avg_pool2d = staticmethod(_nn.avg_pool2d)  # (x, kernel_size, stride, padding)
-    avg_pool2d_backward = staticmethod(_nn.avg_pool2d_backward)  # (grad, input_shape, ...)
-    adaptive_avg_pool2d = staticmethod(_nn.adaptive_avg_pool2d)  # (x, output_size)
-    adaptive_avg_pool2d_backward = staticmethod(_nn.adaptive_avg_pool2d_backward)
+    conv2d = staticmethod(_conv.conv2d)
+    conv2d_backward = staticmethod(_conv.conv2d_backward)  # -> (gx | None, gw | None, gb)
+    conv_transpose2d = staticmethod(_conv.conv_transpose2d)
+    conv_transpose2d_backward = staticmethod(_conv.conv_transpose2d_backward)
+    max_pool2d = staticmethod(_pooling.max_pool2d)  # (x, kernel_size, stride, padding, dilation)
+    max_pool2d_backward = staticmethod(_pooling.max_pool2d_backward)  # (grad, x, ...)
+    avg_pool2d = staticmethod(_pooling.avg_pool2d)  # (x, kernel_size, stride, padding)
+    avg_pool2d_backward = staticmethod(_pooling.avg_pool2d_backward)  # (grad, input_shape, ...)
+    adaptive_avg_pool2d = staticmethod(_pooling.adaptive_avg_pool2d)  # (x, output_size)
+    adaptive_avg_pool2d_backward = staticmethod(_pooling.adaptive_avg_pool2d_backward)
 
     def embedding(self, indices: np.ndarray, weight: np.ndarray) -> np.ndarray:
         return np.take(weight, indices, axis=0)
 
-    embedding_backward = staticmethod(_nn.embedding_backward)  # (grad, indices, num_embeddings)
+    embedding_backward = staticmethod(_emb.embedding_backward)  # (grad, indices, num_embeddings)

@@ -1,0 +1,98 @@
+"""The thread pool and row blocking shared by the NumPy nn kernels.
+
+Row-wise kernels over large arrays (softmax, log-softmax, cross-entropy) process cache-sized row
+blocks on a small thread pool (NumPy releases the GIL inside ufuncs); convolutions and pooling
+split their work into one contiguous share per thread. ``EMBER_NUM_THREADS`` sets the pool size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+_BLOCK_ELEMS = 1 << 17  # elements per row block: 512 KiB of float32, inside L2
+_PARALLEL_MIN = 1 << 16  # below this many elements one thread is faster
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def num_threads() -> int:
+    """Threads for the row-blocked kernels: ``EMBER_NUM_THREADS``, else the CPU count (max 8)."""
+    env = os.environ.get("EMBER_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    return _CPU_THREADS
+
+
+_CPU_THREADS = max(1, min(os.cpu_count() or 1, 8))  # read once: kernels ask on every call
+
+
+def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None:
+    """Call ``fn(lo, hi)`` over cache-sized row blocks of ``range(rows)`` on a thread pool."""
+    block = max(1, _BLOCK_ELEMS // max(cols, 1))
+    n = num_threads()
+    if n == 1 or rows * cols < _PARALLEL_MIN or rows < 2:
+        for lo in range(0, rows, block):
+            fn(lo, min(lo + block, rows))
+        return
+    pool = _get_pool()
+    per = -(-rows // n)
+
+    def work(start: int) -> None:
+        stop = min(start + per, rows)
+        for lo in range(start, stop, block):
+            fn(lo, min(lo + block, stop))
+
+    futures = [pool.submit(work, s) for s in range(per, rows, per)]
+    work(0)  # the calling thread takes the first share
+    for f in futures:
+        f.result()
+
+
+_serial = threading.local()  # set inside pool tasks that must not split their work again
+
+
+def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None]) -> None:
+    """Call ``fn(lo, hi)`` on one contiguous share of ``range(n)`` per thread (``elems``: the
+    total work in elements, below ``_PARALLEL_MIN`` it all runs on the calling thread)."""
+    threads = min(num_threads(), n)
+    if threads <= 1 or elems < _PARALLEL_MIN or getattr(_serial, "on", False):
+        fn(0, n)
+        return
+    per = -(-n // threads)
+    futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
+    fn(0, per)
+    for f in futures:
+        f.result()
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    n = num_threads()
+    if _pool is None or _pool_size != n:
+        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ember-np")
+        _pool_size = n
+    return _pool
+
+
+def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
+    """``x`` as a C-contiguous (R, C) view when ``dim`` is its last axis, else ``None``."""
+    if dim != x.ndim - 1 or not x.flags.c_contiguous or x.ndim == 0:
+        return None
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+
+def _unsplit(fn: Callable[[], np.ndarray]) -> np.ndarray:
+    """Run ``fn`` on this thread with ``_parallel_split`` serial inside it."""
+    _serial.on = True
+    try:
+        return fn()
+    finally:
+        _serial.on = False

@@ -1,0 +1,152 @@
+"""NumPy kernels of 2-d max, average and adaptive average pooling, forward and backward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .im2col import Pair, _conv_out, _pad
+from .pool import _parallel_split
+
+
+def _pool_geometry(
+    x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair
+) -> Pair:
+    h, w = x.shape[2:]
+    return (
+        _conv_out(h, kernel[0], stride[0], padding[0], dilation[0]),
+        _conv_out(w, kernel[1], stride[1], padding[1], dilation[1]),
+    )
+
+
+def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[tuple[int, Any]]:
+    """(tap number, slice key) of each kernel tap: the (N, C, Ho, Wo) inputs that tap reads."""
+    taps = []
+    for i in range(kernel[0]):
+        r0 = i * dilation[0]
+        rs = slice(r0, r0 + stride[0] * (out[0] - 1) + 1, stride[0])
+        for j in range(kernel[1]):
+            c0 = j * dilation[1]
+            cs = slice(c0, c0 + stride[1] * (out[1] - 1) + 1, stride[1])
+            taps.append((i * kernel[1] + j, (slice(None), slice(None), rs, cs)))
+    return taps
+
+
+def max_pool2d(
+    x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair
+) -> np.ndarray:
+    out = _pool_geometry(x, kernel_size, stride, padding, dilation)
+    xp = _pad(x, padding, -np.inf)
+    taps = _taps(kernel_size, stride, dilation, out)
+    y = np.empty((*x.shape[:2], *out), dtype=x.dtype)
+
+    def run(lo: int, hi: int) -> None:
+        yb = y[lo:hi]
+        np.copyto(yb, xp[lo:hi][taps[0][1]])
+        for _, key in taps[1:]:
+            np.maximum(yb, xp[lo:hi][key], out=yb)
+
+    _parallel_split(x.shape[0], y.size * len(taps), run)
+    return y
+
+
+def max_pool2d_backward(
+    grad: np.ndarray,
+    x: np.ndarray,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+) -> np.ndarray:
+    """Each output's gradient goes to the first maximum of its window (row-major tap order)."""
+    out = grad.shape[2:]
+    xp = _pad(x, padding, -np.inf)
+    taps = _taps(kernel_size, stride, dilation, out)
+    # disjoint windows: each input is read by at most one tap of one window, so assign; when
+    # they also tile the padded input exactly, every element is written and zeros are not needed
+    spans = [dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2)]
+    disjoint = all(stride[i] >= spans[i] for i in range(2))
+    tiled = disjoint and all(
+        stride[i] == spans[i] == kernel_size[i] and out[i] * stride[i] == xp.shape[2 + i]
+        for i in range(2)
+    )
+    gxp = np.empty(xp.shape, dtype=grad.dtype) if tiled else np.zeros(xp.shape, dtype=grad.dtype)
+
+    def run(lo: int, hi: int) -> None:
+        xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
+        vals = [xb[key] for _, key in taps]
+        best = np.array(vals[0], copy=True)
+        for v in vals[1:]:
+            np.maximum(best, v, out=best)
+        has_nan = bool(np.isnan(best).any())
+        # the first tap equal to the window's maximum takes the gradient: ``taken`` marks the
+        # windows already served (NaN counts as the maximum of a window that holds one)
+        taken = None
+        for i, (_, key) in enumerate(taps):
+            first = np.equal(vals[i], best)
+            if has_nan:
+                first |= np.isnan(vals[i])
+            if taken is not None:
+                np.greater(first, taken, out=first)  # first and not taken
+            if disjoint:
+                np.multiply(gb, first, out=gxb[key])
+            else:
+                gxb[key] += np.multiply(gb, first)
+            if i < len(taps) - 1:
+                taken = first if taken is None else np.logical_or(taken, first, out=taken)
+
+    _parallel_split(x.shape[0], grad.size * len(taps), run)
+    ph, pw = padding
+    return gxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
+
+
+def avg_pool2d(x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair) -> np.ndarray:
+    """Mean over each window; zero padding counts in the divisor (count_include_pad=True)."""
+    out = _pool_geometry(x, kernel_size, stride, padding, (1, 1))
+    xp = _pad(x, padding)
+    taps = _taps(kernel_size, stride, (1, 1), out)
+    y = np.array(xp[taps[0][1]], copy=True)
+    for _, key in taps[1:]:
+        y += xp[key]
+    y *= y.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
+    return y
+
+
+def avg_pool2d_backward(
+    grad: np.ndarray,
+    input_shape: tuple[int, ...],
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+) -> np.ndarray:
+    n, c, h, w = input_shape
+    ph, pw = padding
+    gxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)
+    share = grad * grad.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
+    for _, key in _taps(kernel_size, stride, (1, 1), grad.shape[2:]):
+        gxp[key] += share
+    return gxp[:, :, ph : ph + h, pw : pw + w]
+
+
+def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
+    """(out, size) averaging matrix: row i averages [floor(i*size/out), ceil((i+1)*size/out))."""
+    m = np.zeros((out, size), dtype=dtype)
+    for i in range(out):
+        lo = (i * size) // out
+        hi = -(-((i + 1) * size) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+def adaptive_avg_pool2d(x: np.ndarray, output_size: Pair) -> np.ndarray:
+    ah = _adaptive_matrix(x.shape[2], output_size[0], x.dtype)
+    aw = _adaptive_matrix(x.shape[3], output_size[1], x.dtype)
+    # (N, C, H, W) -> (N, C, Ho, Wo): the bins of H and W are independent
+    return np.ascontiguousarray((ah @ x @ aw.T).astype(x.dtype, copy=False))
+
+
+def adaptive_avg_pool2d_backward(grad: np.ndarray, input_shape: tuple[int, ...]) -> np.ndarray:
+    ah = _adaptive_matrix(input_shape[2], grad.shape[2], grad.dtype)
+    aw = _adaptive_matrix(input_shape[3], grad.shape[3], grad.dtype)
+    return np.ascontiguousarray((ah.T @ grad @ aw).astype(grad.dtype, copy=False))
