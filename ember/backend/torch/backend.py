@@ -29,7 +29,14 @@ from ... import dtype as dt
 from ...dtype import DType
 from ...errors import DeviceError
 from ..registry import register_backend
-from . import nn_kernels as _nn
+from .kernels import activations as _act
+from .kernels import attention as _attn
+from .kernels import bce as _bce
+from .kernels import conv as _conv
+from .kernels import embedding as _emb
+from .kernels import norm as _norm
+from .kernels import pooling as _pooling
+from .kernels import softmax as _softmax
 
 Shape = tuple[int, ...]
 Tensor = torch.Tensor
@@ -456,51 +463,51 @@ class TorchBackend:
         """Half to even, like NumPy."""
         return torch.round(x)
 
-    # ---------------------------------------------------------------- nn kernels (nn_kernels.py)
-    relu = staticmethod(_nn.relu)
-    relu_backward = staticmethod(_nn.relu_backward)
-    sigmoid = staticmethod(_nn.sigmoid)
-    softplus = staticmethod(_nn.softplus)
-    gelu = staticmethod(_nn.gelu)
-    gelu_backward = staticmethod(_nn.gelu_backward)
-    silu = staticmethod(_nn.silu)
-    silu_backward = staticmethod(_nn.silu_backward)
-    softmax = staticmethod(_nn.softmax)
-    log_softmax = staticmethod(_nn.log_softmax)
-    softmax_backward = staticmethod(_nn.softmax_backward)
-    log_softmax_backward = staticmethod(_nn.log_softmax_backward)
-    cross_entropy = staticmethod(_nn.cross_entropy)
-    cross_entropy_backward = staticmethod(_nn.cross_entropy_backward)
-    cross_entropy_soft = staticmethod(_nn.cross_entropy_soft)
-    cross_entropy_soft_backward = staticmethod(_nn.cross_entropy_soft_backward)
-    nll_loss = staticmethod(_nn.nll_loss)
-    nll_loss_backward = staticmethod(_nn.nll_loss_backward)
-    binary_cross_entropy = staticmethod(_nn.bce)
-    binary_cross_entropy_backward = staticmethod(_nn.bce_backward)
-    binary_cross_entropy_with_logits = staticmethod(_nn.bce_with_logits)
-    layer_norm = staticmethod(_nn.layer_norm)
-    layer_norm_backward = staticmethod(_nn.layer_norm_backward)
-    rms_norm = staticmethod(_nn.rms_norm)
-    rms_norm_backward = staticmethod(_nn.rms_norm_backward)
-    batch_norm = staticmethod(_nn.batch_norm)
-    batch_norm_backward = staticmethod(_nn.batch_norm_backward)
-    attention = staticmethod(_nn.attention)
-    attention_backward = staticmethod(_nn.attention_backward)
-    conv2d = staticmethod(_nn.conv2d)
-    conv2d_backward = staticmethod(_nn.conv2d_backward)
-    conv_transpose2d = staticmethod(_nn.conv_transpose2d)
-    conv_transpose2d_backward = staticmethod(_nn.conv_transpose2d_backward)
-    max_pool2d = staticmethod(_nn.max_pool2d)
-    max_pool2d_backward = staticmethod(_nn.max_pool2d_backward)
-    avg_pool2d = staticmethod(_nn.avg_pool2d)
-    avg_pool2d_backward = staticmethod(_nn.avg_pool2d_backward)
-    adaptive_avg_pool2d = staticmethod(_nn.adaptive_avg_pool2d)
-    adaptive_avg_pool2d_backward = staticmethod(_nn.adaptive_avg_pool2d_backward)
+    # ---------------------------------------------------------------- nn kernels (kernels/)
+    relu = staticmethod(_act.relu)
+    relu_backward = staticmethod(_act.relu_backward)
+    sigmoid = staticmethod(_act.sigmoid)
+    softplus = staticmethod(_act.softplus)
+    gelu = staticmethod(_act.gelu)
+    gelu_backward = staticmethod(_act.gelu_backward)
+    silu = staticmethod(_act.silu)
+    silu_backward = staticmethod(_act.silu_backward)
+    softmax = staticmethod(_softmax.softmax)
+    log_softmax = staticmethod(_softmax.log_softmax)
+    softmax_backward = staticmethod(_softmax.softmax_backward)
+    log_softmax_backward = staticmethod(_softmax.log_softmax_backward)
+    cross_entropy = staticmethod(_softmax.cross_entropy)
+    cross_entropy_backward = staticmethod(_softmax.cross_entropy_backward)
+    cross_entropy_soft = staticmethod(_softmax.cross_entropy_soft)
+    cross_entropy_soft_backward = staticmethod(_softmax.cross_entropy_soft_backward)
+    nll_loss = staticmethod(_softmax.nll_loss)
+    nll_loss_backward = staticmethod(_softmax.nll_loss_backward)
+    binary_cross_entropy = staticmethod(_bce.bce)
+    binary_cross_entropy_backward = staticmethod(_bce.bce_backward)
+    binary_cross_entropy_with_logits = staticmethod(_bce.bce_with_logits)
+    layer_norm = staticmethod(_norm.layer_norm)
+    layer_norm_backward = staticmethod(_norm.layer_norm_backward)
+    rms_norm = staticmethod(_norm.rms_norm)
+    rms_norm_backward = staticmethod(_norm.rms_norm_backward)
+    batch_norm = staticmethod(_norm.batch_norm)
+    batch_norm_backward = staticmethod(_norm.batch_norm_backward)
+    attention = staticmethod(_attn.attention)
+    attention_backward = staticmethod(_attn.attention_backward)
+    conv2d = staticmethod(_conv.conv2d)
+    conv2d_backward = staticmethod(_conv.conv2d_backward)
+    conv_transpose2d = staticmethod(_conv.conv_transpose2d)
+    conv_transpose2d_backward = staticmethod(_conv.conv_transpose2d_backward)
+    max_pool2d = staticmethod(_pooling.max_pool2d)
+    max_pool2d_backward = staticmethod(_pooling.max_pool2d_backward)
+    avg_pool2d = staticmethod(_pooling.avg_pool2d)
+    avg_pool2d_backward = staticmethod(_pooling.avg_pool2d_backward)
+    adaptive_avg_pool2d = staticmethod(_pooling.adaptive_avg_pool2d)
+    adaptive_avg_pool2d_backward = staticmethod(_pooling.adaptive_avg_pool2d_backward)
 
     def embedding(self, indices: Tensor, weight: Tensor) -> Tensor:
-        return _nn.embedding(indices, weight)
+        return _emb.embedding(indices, weight)
 
-    embedding_backward = staticmethod(_nn.embedding_backward)
+    embedding_backward = staticmethod(_emb.embedding_backward)
 
     # ---------------------------------------------------------------- multi-tensor optimizers
     def clip_norm_many(

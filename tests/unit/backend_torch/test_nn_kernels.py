@@ -204,13 +204,13 @@ def test_stats_are_reused_and_recomputed() -> None:
     ],
 )
 def test_fused_attention_kernel_by_dtype(dtype: Any, is_cuda: bool, want: str) -> None:
-    from ember.backend.torch.nn_kernels import fused_attention_kernel
+    from ember.backend.torch.kernels.attention import fused_attention_kernel
 
     assert fused_attention_kernel(dtype, is_cuda) == want
 
 
 def test_float64_attention_takes_the_math_path_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ember.backend.torch import nn_kernels
+    from ember.backend.torch.kernels import attention
 
     q, k, v = (torch.randn(1, 2, 4, 8, dtype=torch.float64) for _ in range(3))
     none = torch.tensor(0.0, dtype=torch.float64)
@@ -220,11 +220,11 @@ def test_float64_attention_takes_the_math_path_on_cuda(monkeypatch: pytest.Monke
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a fused attention kernel got float64 inputs")
 
-    monkeypatch.setattr(nn_kernels, "_CPU_FLASH", ())  # only the CUDA kernels are in play
-    monkeypatch.setattr(nn_kernels, "_fused_forward", refuse)
-    monkeypatch.setattr(nn_kernels, "_fused_backward", refuse)
-    out = nn_kernels.attention(q, k, v, none, none, 0.5, True)
-    grads = nn_kernels.attention_backward(torch.ones_like(out), q, k, v, none, none, 0.5, True)
+    monkeypatch.setattr(attention, "_CPU_FLASH", ())  # only the CUDA kernels are in play
+    monkeypatch.setattr(attention, "_fused_forward", refuse)
+    monkeypatch.setattr(attention, "_fused_backward", refuse)
+    out = attention.attention(q, k, v, none, none, 0.5, True)
+    grads = attention.attention_backward(torch.ones_like(out), q, k, v, none, none, 0.5, True)
     monkeypatch.undo()
     want = NP.attention(q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
@@ -233,14 +233,14 @@ def test_float64_attention_takes_the_math_path_on_cuda(monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cpu_flash_attention_matches_the_math_path(dtype: Any) -> None:
-    from ember.backend.torch import nn_kernels
+    from ember.backend.torch.kernels import attention
 
     g = torch.Generator().manual_seed(0)
     q, k, v, grad = (torch.randn(2, 3, 5, 4, generator=g, dtype=dtype) for _ in range(4))
     none = torch.tensor(0.0, dtype=dtype)
-    assert nn_kernels._fused_kind(q, k, v, none, none, True) == "flash_cpu"
-    out = nn_kernels.attention(q, k, v, none, none, 0.5, True)
-    grads = nn_kernels.attention_backward(grad, q, k, v, none, none, 0.5, True)
+    assert attention._fused_kind(q, k, v, none, none, True) == "flash_cpu"
+    out = attention.attention(q, k, v, none, none, 0.5, True)
+    grads = attention.attention_backward(grad, q, k, v, none, none, 0.5, True)
     want = NP.attention(q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True)
     want_grads = NP.attention_backward(
         grad.numpy(), q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True

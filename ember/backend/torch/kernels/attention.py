@@ -1,0 +1,202 @@
+"""Torch kernels of scaled dot-product attention: fused (flash / memory-efficient) or math path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .stats import Tensor, _recall, _remember, aten
+
+_HALF = (torch.float16, torch.bfloat16)
+_CPU_FLASH = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+_ZERO_SCALARS: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+
+
+def _zero_scalar(like: Tensor) -> Tensor:
+    """A 0-d zero of ``like``'s device and dtype, made once (no fill kernel per backward).
+
+    Only handed out as the gradient of a 0-d placeholder; nothing writes into it.
+    """
+    key = (like.device, like.dtype)
+    z = _ZERO_SCALARS.get(key)
+    if z is None:
+        z = _ZERO_SCALARS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return z
+
+
+def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
+    """The fused attention kernel that takes ``dtype`` on this device kind, or "" for none.
+
+    On CUDA, flash attention runs float16 and bfloat16 and the memory-efficient kernel float32;
+    every other dtype (float64 above all: both kernels reject it) takes the exact math path
+    (``_scores``). On the CPU, ATen's flash kernel ("flash_cpu") takes all four float dtypes.
+
+    Example:
+        >>> fused_attention_kernel(torch.float64, is_cuda=True)
+        ''
+    """
+    if not is_cuda:
+        return "flash_cpu" if dtype in _CPU_FLASH else ""
+    if dtype in _HALF:
+        return "flash"
+    if dtype == torch.float32:
+        return "efficient"
+    return ""
+
+
+def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, causal: bool) -> str:
+    """Which fused CUDA kernel computes this attention exactly: "flash", "efficient" or ""."""
+    kind = fused_attention_kernel(q.dtype, q.is_cuda)
+    if not kind or bias.ndim or keep.ndim or q.ndim != 4:
+        return ""
+    if not (q.dtype == k.dtype == v.dtype) or q.shape[-1] != v.shape[-1]:
+        return ""
+    if causal and q.shape[-2] != k.shape[-2]:
+        return ""  # keep ember's top-left causal alignment on the exact path
+    d = q.shape[-1]
+    if kind != "flash_cpu" and (d % 8 or d > 256):
+        return ""
+    return kind
+
+
+def _last_contiguous(x: Tensor) -> Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool) -> Any:
+    if kind == "flash_cpu":
+        return torch._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    if kind == "flash":
+        return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
+    return aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, True, 0.0, causal, scale=scale
+    )
+
+
+def _scores(q: Tensor, k: Tensor, bias: Tensor, scale: float, is_causal: bool) -> Tensor:
+    """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S)."""
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if bias.ndim:
+        s = s + bias
+    if is_causal:
+        L, S = s.shape[-2:]
+        causal = torch.ones((L, S), dtype=torch.bool, device=s.device).tril()
+        s = s.masked_fill(~causal, float("-inf"))
+    return torch.softmax(s, -1)
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor,
+    keep: Tensor,
+    scale: float,
+    is_causal: bool,
+) -> Tensor:
+    """Scaled dot-product attention; fused flash / memory-efficient kernels on CUDA."""
+    kind = _fused_kind(q, k, v, bias, keep, is_causal)
+    if kind:
+        q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+        res = _fused_forward(kind, q, k, v, scale, is_causal)
+        _remember(q, "sdpa", (k, v, scale, is_causal), (kind, res))
+        return res[0]
+    p = _scores(q, k, bias, scale, is_causal)
+    if keep.ndim:
+        p = p * keep
+    return torch.matmul(p, v)
+
+
+def attention_backward(
+    grad: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor,
+    keep: Tensor,
+    scale: float,
+    is_causal: bool,
+) -> tuple[Tensor, ...]:
+    """Gradients for q, k, v, the additive bias (..., L, S) and the keep mask (..., L, S)."""
+    kind = _fused_kind(q, k, v, bias, keep, is_causal)
+    if kind:
+        return _fused_backward(kind, grad, q, k, v, bias, keep, scale, is_causal)
+    p = _scores(q, k, bias, scale, is_causal)
+    pk = p * keep if keep.ndim else p
+    gv = torch.matmul(pk.transpose(-1, -2), grad)
+    gpk = torch.matmul(grad, v.transpose(-1, -2))
+    gkeep = gpk * p if keep.ndim else _zero_scalar(keep)
+    gp = gpk * keep if keep.ndim else gpk
+    # softmax backward: ds = p * (gp - sum(gp * p))
+    gs = p * (gp - (gp * p).sum(-1, keepdim=True))
+    gbias = gs if bias.ndim else _zero_scalar(bias)
+    gs = gs * scale
+    gq = torch.matmul(gs, k)
+    gk = torch.matmul(gs.transpose(-1, -2), q)
+    return gq, gk, gv, gbias, gkeep
+
+
+def _fused_backward(
+    kind: str,
+    grad: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor,
+    keep: Tensor,
+    scale: float,
+    is_causal: bool,
+) -> tuple[Tensor, ...]:
+    saved = _recall(q, "sdpa", (k, v, scale, is_causal))
+    q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+    if saved is None or saved[0] != kind:
+        res = _fused_forward(kind, q, k, v, scale, is_causal)
+    else:
+        res = saved[1]
+    grad = grad.contiguous()
+    if kind == "flash_cpu":
+        out, lse = res
+        gq, gk, gv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            grad, q, k, v, out, lse, 0.0, is_causal, scale=scale
+        )
+    elif kind == "flash":
+        out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = res
+        gq, gk, gv = aten._scaled_dot_product_flash_attention_backward(
+            grad,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            cum_q,
+            cum_k,
+            max_q,
+            max_k,
+            0.0,
+            is_causal,
+            seed,
+            offset,
+            scale=scale,
+        )
+    else:
+        out, lse, seed, offset = res
+        gq, gk, gv, _ = aten._scaled_dot_product_efficient_attention_backward(
+            grad,
+            q,
+            k,
+            v,
+            None,
+            out,
+            lse,
+            seed,
+            offset,
+            0.0,
+            [True, True, True, False],
+            is_causal,
+            scale=scale,
+        )
+    # the bias and keep mask are 0-d "none" placeholders here: their gradients are 0-d zeros
+    return gq, gk, gv, _zero_scalar(bias), _zero_scalar(keep)

@@ -1,0 +1,23 @@
+"""Torch kernels of the embedding lookup and its gradient."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .stats import Tensor, aten
+
+
+def embedding(indices: Tensor, weight: Tensor) -> Tensor:
+    return F.embedding(indices, weight)
+
+
+def embedding_backward(grad: Tensor, indices: Tensor, num_embeddings: int) -> Tensor:
+    """Sum the rows of ``grad`` (..., D) into a (num_embeddings, D) table at ``indices``."""
+    if grad.is_cuda:
+        # ATen's CUDA embedding backward counts its segments on the host (a sync); an
+        # index_add keeps the step asynchronous
+        d = grad.shape[-1]
+        out = torch.zeros((num_embeddings, d), dtype=grad.dtype, device=grad.device)
+        return out.index_add_(0, indices.reshape(-1), grad.reshape(-1, d))
+    return aten.embedding_dense_backward(grad, indices, num_embeddings, -1, False)

@@ -1,0 +1,79 @@
+"""Torch kernels of the fused normalisation rows: layer norm, RMS norm and batch norm."""
+
+from __future__ import annotations
+
+import torch
+
+from .stats import Tensor, _recall, _remember, aten
+
+
+def _layer_stats(x: Tensor, normalized_ndim: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    shape = list(x.shape[x.ndim - normalized_ndim :])
+    return torch.native_layer_norm(x, shape, None, None, eps)
+
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, normalized_ndim: int, eps: float) -> Tensor:
+    shape = list(x.shape[x.ndim - normalized_ndim :])
+    out, mean, rstd = torch.native_layer_norm(x, shape, weight, bias, eps)
+    _remember(x, "ln", (normalized_ndim, eps), (mean, rstd))
+    return out
+
+
+def layer_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, normalized_ndim: int, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    stats = _recall(x, "ln", (normalized_ndim, eps))
+    if stats is None:
+        _, mean, rstd = _layer_stats(x, normalized_ndim, eps)
+    else:
+        mean, rstd = stats
+    shape = list(x.shape[x.ndim - normalized_ndim :])
+    # the bias argument only gives the bias gradient its shape, which is the weight's
+    gx, gw, gb = aten.native_layer_norm_backward(
+        grad, x, shape, mean, rstd, weight, weight, [True, True, True]
+    )
+    return gx, gw, gb
+
+
+def _rms_scale(x: Tensor, normalized_ndim: int, eps: float) -> Tensor:
+    dims = tuple(range(x.ndim - normalized_ndim, x.ndim))
+    return torch.rsqrt(torch.mean(x * x, dims, keepdim=True) + eps)
+
+
+def rms_norm(x: Tensor, weight: Tensor, normalized_ndim: int, eps: float) -> Tensor:
+    return x * _rms_scale(x, normalized_ndim, eps) * weight
+
+
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, normalized_ndim: int, eps: float
+) -> tuple[Tensor, Tensor]:
+    dims = tuple(range(x.ndim - normalized_ndim, x.ndim))
+    other = tuple(range(x.ndim - normalized_ndim))
+    scale = _rms_scale(x, normalized_ndim, eps)
+    xhat = x * scale
+    gw = (grad * xhat).sum(other) if other else grad * xhat
+    gxhat = grad * weight
+    # d xhat = scale * (gxhat - xhat * mean(gxhat * xhat))
+    gx = (gxhat - xhat * torch.mean(gxhat * xhat, dims, keepdim=True)) * scale
+    return gx, gw
+
+
+def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """Normalise with the batch statistics over every dim but 1."""
+    out, mean, invstd = aten.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
+    _remember(x, "bn", (eps,), (mean, invstd))
+    return out
+
+
+def batch_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    stats = _recall(x, "bn", (eps,))
+    if stats is None:
+        _, mean, invstd = aten.native_batch_norm(x, weight, None, None, None, True, 0.0, eps)
+    else:
+        mean, invstd = stats
+    gx, gw, gb = aten.native_batch_norm_backward(
+        grad, x, weight, None, None, mean, invstd, True, eps, [True, True, True]
+    )
+    return gx, gw, gb

@@ -1,0 +1,109 @@
+"""Torch kernels of the fused softmax family: softmax, log-softmax, cross-entropy and nll."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .stats import Tensor, aten
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    return torch.softmax(x, dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    return torch.log_softmax(x, dim)
+
+
+def softmax_backward(grad: Tensor, out: Tensor, dim: int) -> Tensor:
+    return aten._softmax_backward_data(grad, out, dim, out.dtype)
+
+
+def log_softmax_backward(grad: Tensor, out: Tensor, dim: int) -> Tensor:
+    return aten._log_softmax_backward_data(grad, out, dim, out.dtype)
+
+
+def cross_entropy(
+    logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
+) -> Tensor:
+    """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
+    the row's logsumexp (as x_t - log_softmax(x)_t: NaN where the target's logit is infinite)."""
+    target = target.long()
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0).unsqueeze(1)
+    # one fused log-softmax pass (logsumexp takes max, subtract, exp and sum passes over the
+    # (R, C) logits, the largest tensor of a language model); lse = x_t - log_softmax(x)_t
+    picked_logp = torch.gather(torch.log_softmax(logits, 1), 1, safe).squeeze(1)
+    picked = torch.gather(logits, 1, safe).squeeze(1)
+    lse = picked - picked_logp
+    eps = label_smoothing
+    if eps:
+        # smoothed target: (1 - eps) on the label, eps / C spread over every class
+        loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1)
+    else:
+        loss = -picked_logp
+    return torch.stack((torch.where(valid, loss, 0), lse), 1)
+
+
+def cross_entropy_backward(
+    grad: Tensor,
+    logits: Tensor,
+    target: Tensor,
+    out: Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+) -> Tensor:
+    """Gradient for the logits from the (R, 2) gradient of ``cross_entropy``'s output ``out``.
+
+    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax, from one
+    fused softmax pass (fewer passes over the logits than exp(x - lse) with the kept logsumexp).
+    """
+    target = target.long()
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0).unsqueeze(1)
+    g_loss = torch.where(valid, grad[:, 0], 0).to(logits.dtype)
+    g_soft = g_loss + grad[:, 1]
+    # in place on one fresh (R, C) buffer: the logits of a language model are the largest tensor
+    gx = torch.softmax(logits, 1)
+    gx.mul_(g_soft.unsqueeze(1))
+    gx.scatter_add_(1, safe, (g_loss * -(1 - label_smoothing)).unsqueeze(1))
+    if label_smoothing:
+        gx.sub_((g_loss * (label_smoothing / logits.shape[1])).unsqueeze(1))
+    return gx
+
+
+def _smooth(probs: Tensor, eps: float) -> Tensor:
+    if not eps:
+        return probs
+    return probs * (1 - eps) + eps / probs.shape[1]
+
+
+def cross_entropy_soft(logits: Tensor, probs: Tensor, label_smoothing: float) -> Tensor:
+    """Per-row loss -sum_c t_c log_softmax(x)_c of (R, C) logits against (R, C) probabilities."""
+    logp = torch.log_softmax(logits, 1)
+    return -(_smooth(probs, label_smoothing) * logp).sum(1)
+
+
+def cross_entropy_soft_backward(
+    grad: Tensor, logits: Tensor, probs: Tensor, label_smoothing: float
+) -> tuple[Tensor, Tensor]:
+    logp = torch.log_softmax(logits, 1)
+    t = _smooth(probs, label_smoothing)
+    g = grad.unsqueeze(1)
+    # d/dx_j = sum(t) softmax_j - t_j;  d/dt_j = -(1 - eps) log_softmax_j
+    gx = (torch.exp(logp) * t.sum(1, keepdim=True) - t) * g
+    gt = logp * (g * -(1 - label_smoothing))
+    return gx, gt
+
+
+def nll_loss(logp: Tensor, target: Tensor, ignore_index: int) -> Tensor:
+    return F.nll_loss(logp, target.long(), ignore_index=ignore_index, reduction="none")
+
+
+def nll_loss_backward(grad: Tensor, target: Tensor, num_classes: int, ignore_index: int) -> Tensor:
+    target = target.long()
+    valid = target != ignore_index
+    out = torch.zeros((target.shape[0], num_classes), dtype=grad.dtype, device=grad.device)
+    src = torch.where(valid, -grad, 0).to(grad.dtype).unsqueeze(1)
+    return out.scatter_(1, torch.where(valid, target, 0).unsqueeze(1), src)
