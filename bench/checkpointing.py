@@ -182,21 +182,6 @@ def ember_peak_bytes(cfg: Config, strategy: Strategy, seed: int = 0) -> int:
     return peak - base
 
 
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def ember_step_seconds(cfg: Config, strategy: Strategy, repeats: int) -> float:
-    params, x = ember_setup(cfg, strategy)
-    return _median_time(lambda: ember_step(cfg, strategy, params, x), repeats)
-
-
 # ---------------------------------------------------------------------------- PyTorch reference
 def torch_setup(cfg: Config, seed: int = 0) -> tuple[list[dict[str, Any]], Any]:
     """The same parameters and input as ``ember_setup``, as PyTorch CPU tensors."""
@@ -247,11 +232,6 @@ def torch_step(cfg: Config, params: list[dict[str, Any]], x: Any, checkpoint: bo
     for p in params:
         for t in p.values():
             t.grad = None
-
-
-def torch_step_seconds(cfg: Config, checkpoint: bool, repeats: int) -> float:
-    params, x = torch_setup(cfg)
-    return _median_time(lambda: torch_step(cfg, params, x, checkpoint), repeats)
 
 
 def _status_bytes(field: str) -> int:

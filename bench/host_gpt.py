@@ -20,7 +20,6 @@ import cProfile
 import pstats
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import torch.nn.functional as TF
 
 import ember as em
 import ember.nn.functional as F
+from ember.bench.models import median_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_gpt import Config, EmberGPT, TorchGPT
@@ -79,15 +79,6 @@ def torch_runner(cfg: Config) -> Callable[[], Any]:
     return step
 
 
-def _median_ms(step: Callable[[], Any], n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--vocab", type=int, default=256)
@@ -112,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ratios = []
     for r in range(args.rounds):
-        e = _median_ms(ember_step, args.steps)
-        t = _median_ms(torch_step, args.steps)
+        e = median_ms(ember_step, args.steps, warmup=0)
+        t = median_ms(torch_step, args.steps, warmup=0)
         ratios.append(e / t)
         print(f"round {r}: ember {e:.3f} ms  torch {t:.3f} ms  ratio {e / t:.3f}", flush=True)
     print(f"median ratio ember / torch eager: {statistics.median(ratios):.3f} ({cfg})")
