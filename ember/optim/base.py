@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..dtype import int64
 from ..errors import DTypeError, ShapeError
-from ..nn.param import ParamId, relift
+from ..nn.param import ParamId
 from ..tensor.tensor import Tensor
 from .clipping import GradientClipping
 from .grads import GradientsParams
@@ -76,8 +76,7 @@ class Optimizer:
             g = grads.remove(p.id)
             if g is None:
                 continue
-            cur = p._value
-            x = cur.without_autodiff()
+            x = p._value.without_autodiff()
             if g._dev is not x._dev:
                 g = g.to_device(x._dev)
             state = states.get(p.id)
@@ -85,16 +84,15 @@ class Optimizer:
                 state = {}
             elif _off_device(state, x):
                 state = _move(state, x)
-            groups.setdefault(x._dev, []).append((p, cur, x, g, state))
+            groups.setdefault(x._dev, []).append((p, x, g, state))
         for group in groups.values():
             many = self.update_many(
-                lr, [i[2] for i in group], [i[3] for i in group], [i[4] for i in group]
+                lr, [i[1] for i in group], [i[2] for i in group], [i[3] for i in group]
             )
-            for j, (p, cur, x, g, state) in enumerate(group):
+            for j, (p, x, g, state) in enumerate(group):
                 group[j] = None  # the old value and gradient can go once this one is updated
                 new, states[p.id] = many[j] if many is not None else self.update(lr, x, g, state)
-                s = cur.gradient_checkpointing_strategy()
-                p._value = new if s is None else relift(new, s, p._trainable)
+                p._replace(new)  # back in, with the parameter's autodiff context
         return module
 
     # ------------------------------------------------------------------ state records
