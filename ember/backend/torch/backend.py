@@ -65,11 +65,6 @@ _HALF = (torch.float16, torch.bfloat16)
 _BASIC_KEYS = frozenset({int, slice, type(None), type(Ellipsis)})
 
 
-def torch_dtype(d: DType) -> torch.dtype:
-    """The torch dtype of an ember dtype."""
-    return _TO_TORCH[d]
-
-
 def _placement(where: str) -> torch.device:
     """Validate ``where`` ("cpu" or "cuda:i") now, so an unusable device fails at construction."""
     if where == "cpu":
@@ -279,8 +274,7 @@ class TorchBackend:
             return x
         return torch.clamp(x, min, max)
 
-    def where(self, mask: Tensor, x: Any, y: Any) -> Tensor:
-        return torch.where(mask, x, y)
+    where = staticmethod(torch.where)
 
     def scalar(self, value: float | int | bool, like: Tensor) -> float | int | bool:
         """``value`` as a Python scalar of ``like``'s kind; torch never upcasts a tensor for it."""
@@ -291,14 +285,12 @@ class TorchBackend:
         return int(value)
 
     # ---------------------------------------------------------------- reductions
-    def sum(self, x: Tensor) -> Tensor:
-        return torch.sum(x)
+    sum = staticmethod(torch.sum)
 
     def sum_dim(self, x: Tensor, dim: int) -> Tensor:
         return torch.sum(x, dim, keepdim=True)
 
-    def mean(self, x: Tensor) -> Tensor:
-        return torch.mean(x)
+    mean = staticmethod(torch.mean)
 
     def mean_dim(self, x: Tensor, dim: int) -> Tensor:
         return torch.mean(x, dim, keepdim=True)
@@ -315,8 +307,7 @@ class TorchBackend:
     def argmin(self, x: Tensor, dim: int) -> Tensor:
         return torch.argmin(x, dim, keepdim=True)
 
-    def take_along_dim(self, x: Tensor, idx: Tensor, dim: int) -> Tensor:
-        return torch.take_along_dim(x, idx, dim)
+    take_along_dim = staticmethod(torch.take_along_dim)
 
     def put_along_dim_zeros(self, shape: Shape, idx: Tensor, values: Tensor, dim: int) -> Tensor:
         out = torch.zeros(shape, dtype=values.dtype, device=values.device)
@@ -357,8 +348,7 @@ class TorchBackend:
     mul_scalar = staticmethod(torch.mul)
     div_scalar = staticmethod(torch.div)
 
-    def rsub_scalar(self, x: Tensor, value: float) -> Tensor:
-        return torch.rsub(x, value)
+    rsub_scalar = staticmethod(torch.rsub)
 
     def rdiv_scalar(self, x: Tensor, value: float) -> Tensor:
         # a CPU 0-d numerator: exact value / x (not value * (1 / x)), no device transfer
@@ -422,11 +412,8 @@ class TorchBackend:
         reps[dim] = times
         return x.repeat(reps)
 
-    def tril(self, x: Tensor, diagonal: int) -> Tensor:
-        return torch.tril(x, diagonal)
-
-    def triu(self, x: Tensor, diagonal: int) -> Tensor:
-        return torch.triu(x, diagonal)
+    tril = staticmethod(torch.tril)
+    triu = staticmethod(torch.triu)
 
     def argsort(self, x: Tensor, dim: int, descending: bool) -> Tensor:
         """Stable: equal values keep their input order in both directions (int64 indices)."""
@@ -504,9 +491,7 @@ class TorchBackend:
     adaptive_avg_pool2d = staticmethod(_pooling.adaptive_avg_pool2d)
     adaptive_avg_pool2d_backward = staticmethod(_pooling.adaptive_avg_pool2d_backward)
 
-    def embedding(self, indices: Tensor, weight: Tensor) -> Tensor:
-        return _emb.embedding(indices, weight)
-
+    embedding = staticmethod(_emb.embedding)
     embedding_backward = staticmethod(_emb.embedding_backward)
 
     # ---------------------------------------------------------------- multi-tensor optimizers

@@ -9,6 +9,7 @@ from .stats import Tensor, aten
 
 
 def embedding(indices: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` (N, D) at ``indices`` (...): (..., D)."""
     return F.embedding(indices, weight)
 
 
