@@ -5,16 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop, nondiff
+from .registry import Cost, Domain, Grads, Saves, _need, defop, nondiff
 
 MB = Cost.MEMORY_BOUND
 F = Domain.FLOAT
 N = Domain.NUMERIC
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-
-def _need(ctx: Any, i: int) -> bool:
-    return ctx.parents[i] is not None
 
 
 # ---------------------------------------------------------------- examples for the test suites

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Grads, Saves, defop
+from .registry import Cost, Grads, Saves, _need, defop
 
 Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
-
-
-def _need(ctx: Any, i: int) -> bool:
-    return ctx.parents[i] is not None
 
 
 def _zeros(ctx: Any, shape: tuple[int, ...], like: Any) -> Any:

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop
+from .registry import Cost, Domain, Grads, Saves, _need, defop
 
 CB = Cost.COMPUTE_BOUND
 MB = Cost.MEMORY_BOUND
 F = Domain.FLOAT
 Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
-
-
-def _need(ctx: Any, i: int) -> bool:
-    return ctx.parents[i] is not None
 
 
 # ---------------------------------------------------------------- softmax family

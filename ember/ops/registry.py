@@ -82,6 +82,11 @@ class OpSpec:
 OPS: dict[str, OpSpec] = {}
 
 
+def _need(ctx: Any, i: int) -> bool:
+    """Whether input ``i`` of the node ``ctx`` gets a gradient (rules skip the work otherwise)."""
+    return ctx.parents[i] is not None
+
+
 def defop(
     name: str,
     *,
