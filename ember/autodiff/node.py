@@ -75,10 +75,6 @@ class Node:
         """A require-grad leaf holding ``value`` (kept so checkpointed children can recompute)."""
         return cls(None, (), None, value, {}, (), b, Requirement.GRAD)
 
-    @property
-    def is_leaf(self) -> bool:
-        return self.spec is None
-
     def __repr__(self) -> str:
         what = "leaf" if self.spec is None else self.spec.name
         return f"Node({what}, id={self.id}{', consumed' if self.consumed else ''})"

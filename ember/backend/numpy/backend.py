@@ -37,10 +37,6 @@ _NP_FLOATS = frozenset(v for k, v in _TO_NP.items() if k.is_float)
 _SCALAR_OK = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
-def np_dtype(d: DType) -> np.dtype:
-    return _TO_NP[d]
-
-
 def ember_dtype(d: np.dtype) -> DType | None:
     """The ember dtype of a NumPy dtype, or None when ember has no such dtype."""
     return _FROM_NP.get(d)
