@@ -29,6 +29,7 @@ from ..tensor.tensor import Tensor
 from .losses import (
     _float,
     _index_range,
+    _operands,
     _tensor,
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -89,15 +90,6 @@ def _same_dtype(op: str, x: Tensor, other: Tensor, what: str) -> None:
             f"{op}: expected {what} of the input's dtype {x.dtype.name}, got "
             f"{other.dtype.name}. Cast it with .cast(input.dtype)."
         )
-
-
-def _operands(op: str, x: Tensor, other: Tensor) -> None:
-    """Same device and, for two autodiff tensors, one strategy (errors that name ``op``)."""
-    if other._dev is not x._dev:
-        checks.same_device(op, x._dev, other._dev)
-    sx, so = x._strategy, other._strategy
-    if sx is not None and so is not None and sx is not so:
-        raise checks.same_strategy(op, sx, so)
 
 
 def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:

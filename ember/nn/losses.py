@@ -79,17 +79,20 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     return loss
 
 
+def _operands(op: str, x: Tensor, other: Tensor) -> None:
+    """Same device and, for two autodiff tensors, one strategy (errors that name ``op``)."""
+    if other._dev is not x._dev:
+        checks.same_device(op, x._dev, other._dev)
+    sx, so = x._strategy, other._strategy
+    if sx is not None and so is not None and sx is not so:
+        raise checks.same_strategy(op, sx, so)
+
+
 def _like(op: str, x: Tensor, target: Any) -> Tensor:
     """``target`` as a float tensor of ``x``'s dtype, broadcastable to ``x``."""
     t = _tensor(op, target, "target")
-    if t._dev is not x._dev:
-        checks.same_device(op, x._dev, t._dev)
-    sx, st = x._strategy, t._strategy
-    if sx is not None and st is not None and sx is not st:
-        raise checks.same_strategy(op, sx, st)
-    if not t.dtype.is_float:
-        t = t.cast(x.dtype)
-    elif t.dtype is not x.dtype:
+    _operands(op, x, t)
+    if t.dtype is not x.dtype:
         t = t.cast(x.dtype)
     checks.broadcast_shapes(op, x.shape, t.shape)
     return t
