@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop
+from .registry import Cost, Domain, Examples, Grads, Saves, defop
 
 MB = Cost.MEMORY_BOUND
 F = Domain.FLOAT
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 def _relu_examples(rng: Any) -> Examples:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, _need, defop
+from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop
 
 CB = Cost.COMPUTE_BOUND
 F = Domain.FLOAT
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 def _conv_attrs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, _need, defop, nondiff
+from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop, nondiff
 
 MB = Cost.MEMORY_BOUND
 F = Domain.FLOAT
@@ -15,7 +15,6 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 # ---------------------------------------------------------------- examples for the test suites
 # Rows with attributes or non-float inputs say what the registry-driven suites should feed them.
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 def _with_value(*values: float | int, lo: float = -2.0, hi: float = 2.0) -> Any:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Grads, Saves, _need, defop
-
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
+from .registry import Cost, Examples, Grads, Saves, _need, defop
 
 
 def _zeros(ctx: Any, shape: tuple[int, ...], like: Any) -> Any:

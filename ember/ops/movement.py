@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Grads, defop
+from .registry import Cost, Examples, Grads, defop
 from .slicegrad import SliceGrad
 
 MB = Cost.MEMORY_BOUND
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 def _reshape_examples(rng: Any) -> Examples:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, _need, defop
+from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop
 
 CB = Cost.COMPUTE_BOUND
 MB = Cost.MEMORY_BOUND
 F = Domain.FLOAT
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 # ---------------------------------------------------------------- softmax family

@@ -21,6 +21,7 @@ Array = Any
 Grads = tuple[Array | None, ...]
 Rule = Callable[[Any, Array], Grads]
 Example = tuple[tuple[Any, ...], dict[str, Any]]
+Examples = list[Example]  # what a row's ``examples(rng)`` returns
 
 
 class Cost(enum.Enum):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Grads, defop
+from .registry import Cost, Examples, Grads, defop
 
 MB = Cost.MEMORY_BOUND
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 def _flip_examples(rng: Any) -> Examples:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop, nondiff
-
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
+from .registry import Cost, Domain, Examples, Grads, Saves, defop, nondiff
 
 
 def _sort_examples(rng: Any) -> Examples:

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop
+from .registry import Cost, Domain, Examples, Grads, Saves, defop
 
 CB = Cost.COMPUTE_BOUND
-Examples = list[tuple[tuple[Any, ...], dict[str, Any]]]
 
 
 def _var_examples(rng: Any) -> Examples:
