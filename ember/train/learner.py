@@ -58,11 +58,16 @@ def _numpy(t: Tensor | None) -> np.ndarray | None:
     return None if t is None else t.without_autodiff().to_numpy()
 
 
+def _rng_key(b: Any) -> str:
+    """A loaded backend's key in a record's RNG states: class and placement ("cpu", "cuda:1")."""
+    return f"{type(b).__name__}:{b.placement}"
+
+
 def _rng_states() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for b in loaded_backends():
         rng: Any = getattr(b, "rng", None)
-        key = f"{type(b).__name__}:{getattr(b, 'where', '')}"
+        key = _rng_key(b)
         if hasattr(rng, "bit_generator"):
             out[key] = {"numpy": rng.bit_generator.state}
         elif hasattr(rng, "get_state"):
@@ -73,8 +78,7 @@ def _rng_states() -> dict[str, Any]:
 
 def _set_rng_states(states: dict[str, Any]) -> None:
     for b in loaded_backends():
-        key = f"{type(b).__name__}:{getattr(b, 'where', '')}"
-        s = states.get(key)
+        s = states.get(_rng_key(b))
         if s is None:
             continue
         if "numpy" in s:
