@@ -142,6 +142,23 @@ def _batched(x: Tensor, rank: int) -> tuple[Tensor, bool]:
     return x, False
 
 
+def _conv_operands(
+    op: str, x: Tensor, weight: Tensor, n: int, x_layout: str, w_layout: str
+) -> tuple[Tensor, Tensor, bool]:
+    """Check an ``n``-D convolution's float input (batched or not) and weight of its dtype.
+
+    Returns the input with a batch dim, the weight, and whether a batch dim was added.
+    """
+    x = _float(op, x)
+    weight = _float(op, weight, "weight")
+    _rank(op, x, (n + 1, n + 2), x_layout)
+    x, unbatched = _batched(x, n + 2)
+    if weight.ndim != n + 2:
+        raise ShapeError(f"{op}: expected a {n + 2}-D weight {w_layout}, got shape {weight.shape}.")
+    _same_dtype(op, x, weight, "weight")
+    return x, weight, unbatched
+
+
 def _spatial_out(op: str, size: Pair, kernel: Pair, stride: Pair, pad: Pair, dil: Pair) -> Pair:
     out = []
     for i in range(2):
@@ -317,16 +334,9 @@ def conv2d(
         (N, O, Ho, Wo) with Ho = (H + 2 padding - dilation (kh - 1) - 1) // stride + 1.
     """
     op = "conv2d"
-    x = _float(op, x)
-    weight = _float(op, weight, "weight")
-    _rank(op, x, (3, 4), "(N, C, H, W)")
-    x, unbatched = _batched(x, 4)
-    if weight.ndim != 4:
-        raise ShapeError(
-            f"conv2d: expected a 4-D weight (out_channels, in_channels / groups, kh, kw), got "
-            f"shape {weight.shape}."
-        )
-    _same_dtype(op, x, weight, "weight")
+    x, weight, unbatched = _conv_operands(
+        op, x, weight, 2, "(N, C, H, W)", "(out_channels, in_channels / groups, kh, kw)"
+    )
     st = _pair(op, "stride", stride, 1)
     dil = _pair(op, "dilation", dilation, 1)
     kernel = (weight.shape[2], weight.shape[3])
@@ -392,33 +402,22 @@ def conv1d(
     Runs as ``conv2d`` on a height-1 image.
     """
     op = "conv1d"
-    x = _float(op, x)
-    weight = _float(op, weight, "weight")
-    _rank(op, x, (2, 3), "(N, C, L)")
-    if weight.ndim != 3:
-        raise ShapeError(
-            f"conv1d: expected a 3-D weight (out_channels, in_channels / groups, k), got shape "
-            f"{weight.shape}."
-        )
-    x, unbatched = _batched(x, 3)
-    _same_dtype(op, x, weight, "weight")
+    x, weight, unbatched = _conv_operands(
+        op, x, weight, 1, "(N, C, L)", "(out_channels, in_channels / groups, k)"
+    )
     _operands(op, x, weight)
     st = _pair(op, "stride", stride, 1)[0]
     dil = _pair(op, "dilation", dilation, 1)[0]
-    if isinstance(padding, str):
-        pad: Any = padding
-    else:
-        pad = (0, _pair(op, "padding", padding, 0)[0])
-    # checked here too so that errors name conv1d, not the conv2d it runs as
+    pad = padding if isinstance(padding, str) else (0, _pair(op, "padding", padding, 0)[0])
+    # checked here, then the conv2d row runs directly, so that errors name conv1d
     _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
     p1 = _conv_padding(op, pad, (1, weight.shape[2]), (1, st), (1, dil))
     _spatial_out(op, (1, x.shape[2]), (1, weight.shape[2]), (1, st), p1, (1, dil))
-    if bias is not None:
-        bias = _conv_bias(op, x, bias, weight.shape[0])
+    b = _conv_bias(op, x, bias, weight.shape[0])
+    attrs = {"stride": (1, st), "padding": p1, "dilation": (1, dil), "groups": groups}
     # (N, C, L) -> (N, C, 1, L)
-    out = conv2d(
-        x.unsqueeze_dim(2), weight.unsqueeze_dim(2), bias, (1, st), pad, (1, dil), groups
-    ).squeeze_dim(2)
+    out = apply(OPS["conv2d"], (x.unsqueeze_dim(2), weight.unsqueeze_dim(2), b), attrs)
+    out = out.squeeze_dim(2)
     return out.squeeze_dim(0) if unbatched else out
 
 
@@ -446,16 +445,9 @@ def conv_transpose2d(
         Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1.
     """
     op = "conv_transpose2d"
-    x = _float(op, x)
-    weight = _float(op, weight, "weight")
-    _rank(op, x, (3, 4), "(N, C, H, W)")
-    x, unbatched = _batched(x, 4)
-    if weight.ndim != 4:
-        raise ShapeError(
-            f"{op}: expected a 4-D weight (in_channels, out_channels / groups, kh, kw), got "
-            f"shape {weight.shape}."
-        )
-    _same_dtype(op, x, weight, "weight")
+    x, weight, unbatched = _conv_operands(
+        op, x, weight, 2, "(N, C, H, W)", "(in_channels, out_channels / groups, kh, kw)"
+    )
     st = _pair(op, "stride", stride, 1)
     pad = _pair(op, "padding", padding, 0)
     opad = _pair(op, "output_padding", output_padding, 0)

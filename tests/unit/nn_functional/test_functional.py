@@ -200,6 +200,7 @@ def test_conv2d_float32(rng: np.random.Generator) -> None:
         ((2, 3, 9), (4, 3, 3), {}),
         ((1, 4, 12), (4, 2, 2), {"stride": 2, "padding": 1, "groups": 2}),
         ((3, 10), (2, 3, 3), {"dilation": 2}),
+        ((2, 3, 9), (4, 3, 5), {"padding": "same", "dilation": 2}),
     ],
 )
 def test_conv1d(xs: Any, ws: Any, kw: dict[str, Any], rng: np.random.Generator) -> None:
@@ -250,6 +251,17 @@ def test_conv_errors() -> None:
         F.conv2d(x, em.Tensor.zeros((4, 3, 3, 3)), stride=2, padding="same")
     with pytest.raises(em.ShapeError, match=r"conv1d: expected a 2 or 3-D input"):
         F.conv1d(x, em.Tensor.zeros((4, 3, 3)))
+    x1 = em.Tensor.zeros((2, 3, 8))
+    with pytest.raises(em.ShapeError, match="conv1d: expected a 3-D weight"):
+        F.conv1d(x1, em.Tensor.zeros((4, 3, 3, 3)))
+    with pytest.raises(em.ShapeError, match="conv1d: channels don't fit groups=2"):
+        F.conv1d(x1, em.Tensor.zeros((4, 3, 3)), groups=2)
+    with pytest.raises(em.ShapeError, match=r"conv1d: expected bias of shape \(4,\)"):
+        F.conv1d(x1, em.Tensor.zeros((4, 3, 3)), em.Tensor.zeros((3,)))
+    with pytest.raises(em.ShapeError, match="conv1d: padding='same' needs stride 1"):
+        F.conv1d(x1, em.Tensor.zeros((4, 3, 3)), stride=2, padding="same")
+    with pytest.raises(em.ShapeError, match="conv_transpose2d: expected a 4-D weight"):
+        F.conv_transpose2d(x, em.Tensor.zeros((3, 2, 3)))
     with pytest.raises(em.ShapeError, match="output_padding"):
         F.conv_transpose2d(x, em.Tensor.zeros((3, 2, 3, 3)), output_padding=1)
 
