@@ -30,15 +30,7 @@ def add_parser(sub: Any) -> None:
 
 def run_workload(name: str, device: Any, repeats: int | None) -> list[dict[str, Any]]:
     """Import ``ember.bench.<name>`` and call its ``run`` with the arguments it accepts."""
-    try:
-        module = importlib.import_module(f"ember.bench.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"ember.bench.{name}":
-            raise
-        raise RuntimeError(
-            f"the workload module ember/bench/{name}.py is not installed; it must define "
-            "run(device, repeats) -> list[dict]."
-        ) from None
+    module = importlib.import_module(f"ember.bench.{name}")
     params = inspect.signature(module.run).parameters
     kwargs: dict[str, Any] = {}
     if "device" in params:
