@@ -59,13 +59,12 @@ def kaiming_uniform(
     shape: Sequence[int],
     a: float = math.sqrt(5.0),
     *,
-    fan_in: int | None = None,
     device: Device | None = None,
     dtype: DType = float32,
 ) -> Tensor:
     """U(-b, b) with ``b = sqrt(6 / ((1 + a^2) fan_in))``; the default ``a`` gives
     ``1 / sqrt(fan_in)``, PyTorch's default for Linear and Conv weights."""
-    fin = fans(shape)[0] if fan_in is None else fan_in
+    fin = fans(shape)[0]
     bound = math.sqrt(6.0 / ((1.0 + a * a) * fin)) if fin > 0 else 0.0
     return uniform(shape, -bound, bound, device=device, dtype=dtype)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from ...dtype import DType, float32
 from ...errors import ShapeError
 from ...tensor.device import Device
@@ -53,9 +51,9 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups, *self.kernel_size)
         else:
             shape = (out_channels, in_channels // groups, *self.kernel_size)
-        # PyTorch computes fan_in from weight.shape[1] in both layouts
-        fan_in = shape[1] * math.prod(self.kernel_size)
-        self.weight = Param(init.kaiming_uniform(shape, fan_in=fan_in, device=device, dtype=dtype))
+        # PyTorch computes fan_in from weight.shape[1] in both layouts, as init.fans does
+        fan_in = init.fans(shape)[0]
+        self.weight = Param(init.kaiming_uniform(shape, device=device, dtype=dtype))
         self.bias = (
             Param(init.bias_uniform((out_channels,), fan_in, device=device, dtype=dtype))
             if bias

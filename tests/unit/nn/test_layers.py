@@ -317,6 +317,13 @@ def test_initialisation_matches_torch_statistics() -> None:
     assert abs(w.std() - bound / np.sqrt(3)) < 0.01 * bound
     conv = nn.Conv2d(8, 4, 3)
     assert np.abs(conv.weight.val().to_numpy()).max() <= 1 / np.sqrt(8 * 9)
+    # the transposed layout [in, out / groups, kh, kw]: fan_in from dim 1, as in PyTorch
+    tconv = nn.ConvTranspose2d(64, 32, 3, groups=2)
+    tw, tb = tconv.weight.val().to_numpy(), tconv.bias.val().to_numpy()  # type: ignore[union-attr]
+    bound = 1 / np.sqrt(16 * 9)
+    assert tw.shape == (64, 16, 3, 3)
+    assert bound * 0.98 < np.abs(tw).max() <= bound
+    assert bound * 0.5 < np.abs(tb).max() <= bound
     emb = nn.Embedding(1000, 50).weight.val().to_numpy()
     assert abs(emb.std() - 1.0) < 0.02
     mha = nn.MultiHeadAttention(16, 4)
