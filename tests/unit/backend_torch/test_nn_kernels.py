@@ -258,3 +258,31 @@ def test_attention_placeholder_gradients_are_one_cached_zero() -> None:
     again = TB.attention_backward(g, q, k, v, none, none, 0.5, False)
     assert first[3] is again[3] is first[4]  # no fill per backward for the 0-d placeholders
     assert first[3].shape == () and first[3].item() == 0.0
+
+
+def test_fused_attention_backward_reuses_the_forward_for_strided_inputs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ember.backend.torch.kernels import attention
+
+    # q and k with a strided last dim: the fused kernels run on contiguous copies of them
+    q, k = (torch.randn(1, 2, 8, 4).transpose(-1, -2) for _ in range(2))
+    v, g = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8)
+    assert q.stride(-1) != 1
+    none = torch.tensor(0.0)
+    assert attention._fused_kind(q, k, v, none, none, True) == "flash_cpu"
+    out = attention.attention(q, k, v, none, none, 0.5, True)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the backward ran the fused forward again")
+
+    monkeypatch.setattr(attention, "_fused_forward", refuse)
+    grads = attention.attention_backward(g, q, k, v, none, none, 0.5, True)
+    monkeypatch.undo()
+    want = NP.attention(q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+    want_grads = NP.attention_backward(
+        g.numpy(), q.numpy(), k.numpy(), v.numpy(), _NONE, _NONE, 0.5, True
+    )
+    for got, exp in zip(grads[:3], want_grads[:3]):
+        np.testing.assert_allclose(got.numpy(), exp, rtol=1e-5, atol=1e-6)

@@ -48,7 +48,7 @@ def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
 
 
 def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, causal: bool) -> str:
-    """Which fused CUDA kernel computes this attention exactly: "flash", "efficient" or ""."""
+    """The fused kernel exact for this attention: "flash", "efficient", "flash_cpu" or ""."""
     kind = fused_attention_kernel(q.dtype, q.is_cuda)
     if not kind or bias.ndim or keep.ndim or q.ndim != 4:
         return ""
@@ -100,8 +100,9 @@ def attention(
     """Scaled dot-product attention; fused flash / memory-efficient kernels on CUDA."""
     kind = _fused_kind(q, k, v, bias, keep, is_causal)
     if kind:
-        q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
-        res = _fused_forward(kind, q, k, v, scale, is_causal)
+        qc, kc, vc = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+        res = _fused_forward(kind, qc, kc, vc, scale, is_causal)
+        # kept on the caller's q (not a contiguous copy): the backward is handed that object
         _remember(q, "sdpa", (k, v, scale, is_causal), (kind, res))
         return res[0]
     p = _scores(q, k, bias, scale, is_causal)
