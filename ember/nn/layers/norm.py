@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import ml_dtypes
-import numpy as np
-
 from ...dtype import DType, float32, int64
 from ...errors import ShapeError
 from ...tensor.device import Device
@@ -75,10 +72,7 @@ class RmsNorm(Module):
     ) -> None:
         super().__init__()
         self.normalized_shape = _shape(normalized_shape)
-        if eps is None:
-            np_dt = ml_dtypes.bfloat16 if dtype.name == "bfloat16" else np.dtype(dtype.name)
-            eps = float(ml_dtypes.finfo(np_dt).eps)
-        self.eps = float(eps)
+        self.eps = F._EPS[dtype.name] if eps is None else float(eps)
         ns = self.normalized_shape
         self.weight = (
             Param(init.ones(ns, device=device, dtype=dtype)) if elementwise_affine else None

@@ -308,6 +308,12 @@ def test_dropout_trains_and_turns_off_in_valid() -> None:
     assert d(x) is x
 
 
+def test_rms_norm_default_eps_is_the_dtypes_machine_epsilon() -> None:
+    for dtype in (em.float16, em.bfloat16, em.float32, em.float64):
+        want = torch.finfo(getattr(torch, dtype.name)).eps
+        assert nn.RmsNorm(4, dtype=dtype).eps == want
+
+
 def test_initialisation_matches_torch_statistics() -> None:
     em.seed(0)
     lin = nn.Linear(400, 300)
