@@ -208,9 +208,11 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
 
 
 def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
-    """``apply`` for two inputs whose dtypes and shapes the caller has checked."""
-    if autocast is not None:
-        a, c = autocast(spec, (a, c))
+    """``apply`` for two inputs whose dtypes and shapes the caller has checked.
+
+    No autocast here: ``binary`` applied it before promoting dtypes, and the matmul fast path
+    only calls this outside autocast.
+    """
     x = a._data
     y = c._data
     dev = a._dev

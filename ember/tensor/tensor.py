@@ -18,10 +18,11 @@ from ..autodiff.gradients import Gradients
 from ..autodiff.node import Node
 from ..autodiff.requirement import Requirement
 from ..checkpoint.strategy import GradientCheckpointingStrategy
-from ..dtype import DType, as_dtype, bool_, float32, int64
+from ..dtype import DType, as_dtype, bool_, float32, int64, promote
 from ..errors import AutodiffError, DTypeError, ShapeError
 from ..ops import OPS
 from . import checks
+from . import dispatch as _dispatch
 from . import layout as _layout
 from . import math as _math
 from . import reductions as _reduce
@@ -496,7 +497,13 @@ class Tensor:
         if not isinstance(other, Tensor):
             raise DTypeError(f"matmul: expected a Tensor operand, got {type(other).__name__}.")
         a, c = self._data, other._data
-        if a.ndim == 2 and c.ndim == 2 and a.shape[1] == c.shape[0] and a.dtype == c.dtype:
+        if (
+            a.ndim == 2
+            and c.ndim == 2
+            and a.shape[1] == c.shape[0]
+            and a.dtype == c.dtype
+            and _dispatch.autocast is None
+        ):
             return apply2(_MATMUL, self, other)  # fast path: 2-D product (apply2 checks dtypes)
         x, y = self, other
         if x.ndim == 0 or y.ndim == 0:
@@ -517,8 +524,6 @@ class Tensor:
             )
         checks.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
         if x.dtype is not y.dtype:
-            from ..dtype import promote
-
             dt = promote(x.dtype, y.dtype)
             x, y = cast(x, dt), cast(y, dt)
         out = apply(_MATMUL, (x, y), {})
