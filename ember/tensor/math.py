@@ -50,14 +50,6 @@ sign = _unary("sign")
 recip = _float_unary("recip")
 
 
-def __neg__(self: Tensor) -> Tensor:
-    return apply(OPS["neg"], (self,), {})
-
-
-def __abs__(self: Tensor) -> Tensor:
-    return apply(OPS["abs"], (self,), {})
-
-
 def powf(self: Tensor, exponent: Tensor) -> Tensor:
     """``self ** exponent`` elementwise, both tensors (float)."""
     return binary(OPS["powf"], self, exponent)
