@@ -7,13 +7,9 @@ import torch.nn.functional as F
 
 from .stats import Tensor, aten
 
-
-def softmax(x: Tensor, dim: int) -> Tensor:
-    return torch.softmax(x, dim)
-
-
-def log_softmax(x: Tensor, dim: int) -> Tensor:
-    return torch.log_softmax(x, dim)
+# the forwards are the torch functions themselves: no Python frame per call
+softmax = torch.softmax
+log_softmax = torch.log_softmax
 
 
 def softmax_backward(grad: Tensor, out: Tensor, dim: int) -> Tensor:
