@@ -7,6 +7,7 @@ ember's layers use PyTorch's parameter names and layouts (``weight`` as ``[out, 
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ..nn.module import Module
 
 
-def _torch_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+def _torch_arrays(path: str | os.PathLike[str], data: bytes) -> dict[str, np.ndarray]:
     try:
         import torch
     except ImportError:
@@ -32,9 +33,7 @@ def _torch_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         ) from None
     try:
         # weights_only=True: the unpickler accepts tensors and containers only, never code
-        obj = torch.load(os.fspath(path), map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise RecordError(f"load_pytorch: no file at {os.fspath(path)!r}.") from None
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:
         raise RecordError(
             f"load_pytorch: {os.fspath(path)!r} is not a readable torch.save file of tensors "
@@ -67,11 +66,10 @@ def _torch_arrays(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 
 def read_pytorch(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Name -> NumPy array of a ``torch.save``d state_dict or a safetensors file."""
-    head = read_bytes("load_pytorch", path)[:9]
-    if len(head) == 9 and head[8:9] == b"{":
-        arrays, _ = decode("load_pytorch", path, read_bytes("load_pytorch", path))
-        return arrays
-    return _torch_arrays(path)
+    data = read_bytes("load_pytorch", path)  # read once, for the format sniff and the decoder
+    if data[8:9] == b"{":  # a safetensors header: 8 length bytes, then JSON
+        return decode("load_pytorch", path, data)[0]
+    return _torch_arrays(path, data)
 
 
 def load_pytorch(

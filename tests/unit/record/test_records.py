@@ -195,6 +195,8 @@ def test_pytorch_files_never_run_code_and_damage_is_reported(tmp_path: Path) -> 
     (tmp_path / "trunc.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(RecordError, match="truncated"):
         load_pytorch(tmp_path / "trunc.pt", Linear(4, 4))
+    with pytest.raises(RecordError, match="no file at"):
+        load_pytorch(tmp_path / "missing.pt", Linear(4, 4))
 
 
 _WRITER = """
