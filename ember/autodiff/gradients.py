@@ -16,8 +16,8 @@ class Gradients:
 
     __slots__ = ("_store", "recomputed")
 
-    def __init__(self, store: dict[int, Any] | None = None) -> None:
-        self._store: dict[int, Any] = {} if store is None else store
+    def __init__(self) -> None:
+        self._store: dict[int, Any] = {}
         # node id -> how many times backward recomputed it (gradient checkpointing statistics)
         self.recomputed: dict[int, int] = {}
 
