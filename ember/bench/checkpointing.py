@@ -25,6 +25,8 @@ GPT_ARGS: dict[str, Any] = {
     "dropout": 0.1,
 }
 BATCH = 8
+_VOCAB = GPT_ARGS["vocab_size"]
+_SPEC = {"model": {"model": "gpt"}, "input": (BATCH, GPT_ARGS["block_size"]), "classes": _VOCAB}
 
 
 def _peak_bytes(device: Device, fn: Callable[[], Any]) -> int | None:
@@ -56,8 +58,7 @@ def _ember_fwd_bwd(device: Device, strategy: Strategy) -> Callable[[], Any]:
     if strategy is Strategy.Balanced:
         dev = dev.gradient_checkpointing()
     model = GPT(GPTConfig(**GPT_ARGS), device=dev)
-    spec = {"model": {"model": "gpt"}, "input": (BATCH, GPT_ARGS["block_size"]), "classes": 65}
-    x_np, y_np = _batch(spec)
+    x_np, y_np = _batch(_SPEC)
     plain = device.without_autodiff()
     x, y = Tensor.from_data(x_np, device=plain), Tensor.from_data(y_np, device=plain)
 
@@ -65,7 +66,7 @@ def _ember_fwd_bwd(device: Device, strategy: Strategy) -> Callable[[], Any]:
         from ..nn import functional as F
 
         logits = model(x)
-        loss = F.cross_entropy(logits.reshape((-1, 65)), y.reshape((-1,)))
+        loss = F.cross_entropy(logits.reshape((-1, _VOCAB)), y.reshape((-1,)))
         return loss.backward()
 
     return step
@@ -78,8 +79,7 @@ def _torch_fwd_bwd(where: str, checkpoint: bool) -> Callable[[], Any]:
     from .models import _TorchGPT
 
     model = _TorchGPT(GPT_ARGS).to(where)
-    spec = {"model": {"model": "gpt"}, "input": (BATCH, GPT_ARGS["block_size"]), "classes": 65}
-    x_np, y_np = _batch(spec)
+    x_np, y_np = _batch(_SPEC)
     x, y = torch.from_numpy(x_np).to(where), torch.from_numpy(y_np).to(where)
 
     def forward() -> torch.Tensor:
@@ -91,7 +91,7 @@ def _torch_fwd_bwd(where: str, checkpoint: bool) -> Callable[[], Any]:
 
     def step() -> None:
         logits = forward()
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 65), y.reshape(-1))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, _VOCAB), y.reshape(-1))
         model.zero_grad(set_to_none=True)
         loss.backward()
 
