@@ -31,7 +31,7 @@ from . import shaping as _shaping
 from . import sorting as _sorting
 from . import stats as _stats
 from .device import Device
-from .dispatch import apply, apply2, as_scalar, binary, cast, scalar, wrap
+from .dispatch import apply, apply2, as_scalar, binary, cast, record, scalar, wrap
 from .indexing import normalize_key
 
 _GRAD = Requirement.GRAD
@@ -362,8 +362,6 @@ class Tensor:
         out = dst.b.receive(self._data, self._dev.b)
         if self._strategy is None:
             return wrap(Tensor, out, dst)
-        from .dispatch import record
-
         return record(OPS["to_device"], (self,), (self._data,), out, attrs, self._strategy, dst)
 
     # ------------------------------------------------------------------ backward and gradients
