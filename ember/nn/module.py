@@ -284,10 +284,6 @@ class Module:
         out.update(self.named_buffers())
         return out
 
-    def param_ids(self) -> dict[str, ParamId]:
-        """Dotted name -> ``ParamId`` of every parameter."""
-        return {name: p.id for name, p in self.named_parameters()}
-
     def load_state_dict(
         self,
         state: Mapping[str, Tensor | np.ndarray],

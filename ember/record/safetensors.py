@@ -21,12 +21,17 @@ def save_module(module: Module, path: str | os.PathLike[str]) -> None:
 
     The file is a plain safetensors file, readable by any safetensors loader (PyTorch too).
     """
-    ids = {name: str(pid) for name, pid in module.param_ids().items()}
-    meta = {"format": MODULE_FORMAT, "version": "1", "param_ids": json.dumps(ids)}
+    meta = {"format": MODULE_FORMAT, "version": "1", "param_ids": _dump_ids(module)}
     atomic_write(path, encode(module.state_dict(), meta))
 
 
-def parse_ids(op: str, meta: dict[str, str]) -> dict[str, ParamId] | None:
+def _dump_ids(module: Module) -> str:
+    """The ``param_ids`` metadata: JSON of dotted name -> ``str(ParamId)``."""
+    return json.dumps({name: str(p.id) for name, p in module.named_parameters()})
+
+
+def _parse_ids(op: str, meta: dict[str, str]) -> dict[str, ParamId] | None:
+    """The ids written by ``_dump_ids`` (``None`` when the file has none)."""
     text = meta.get("param_ids")
     if text is None:
         return None
@@ -49,4 +54,4 @@ def load_module(module: Module, path: str | os.PathLike[str], *, strict: bool = 
             f"load: {os.fspath(path)!r} holds a {meta.get('format')!r} record, not module state. "
             "Use em.record.load_training for training records."
         )
-    return module.load_state_dict(arrays, strict=strict, ids=parse_ids("load", meta))
+    return module.load_state_dict(arrays, strict=strict, ids=_parse_ids("load", meta))

@@ -11,7 +11,7 @@ import numpy as np
 from ..tensor.tensor import Tensor
 from .errors import RecordError
 from .io import atomic_write, decode, encode, read_bytes
-from .safetensors import parse_ids
+from .safetensors import _dump_ids, _parse_ids
 
 if TYPE_CHECKING:
     from ..nn.module import Module
@@ -39,12 +39,11 @@ def save_training(
     tensors: dict[str, Tensor] = {f"model/{k}": v for k, v in module.state_dict().items()}
     if optimizer is not None:
         tensors.update({f"optim/{k}": v for k, v in optimizer.state_dict(module).items()})
-    ids = {name: str(pid) for name, pid in module.param_ids().items()}
     meta = {
         "format": TRAINING_FORMAT,
         "version": "1",
         "step": str(int(step)),
-        "param_ids": json.dumps(ids),
+        "param_ids": _dump_ids(module),
         "scheduler": json.dumps(None if scheduler is None else scheduler.state()),
     }
     atomic_write(path, encode(tensors, meta))
@@ -78,7 +77,7 @@ def load_training(
         sched_state = json.loads(meta.get("scheduler", "null"))
     except (KeyError, ValueError) as e:
         raise RecordError(f"load_training: the record's metadata is damaged ({e}).") from None
-    module.load_state_dict(model, ids=parse_ids("load_training", meta))
+    module.load_state_dict(model, ids=_parse_ids("load_training", meta))
     if optimizer is not None:
         optimizer.load_state_dict({k: Tensor.from_data(v) for k, v in optim.items()}, module)
     if scheduler is not None:
