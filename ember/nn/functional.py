@@ -696,7 +696,8 @@ def batch_norm(
     # batch statistics as plain constants: the running averages carry no gradient
     flat = x.without_autodiff().swap_dims(0, 1).reshape((c, -1))
     mean = flat.mean_dim(1)
-    var = ((flat - mean) * (flat - mean)).sum_dim(1) / (n - 1)
+    centered = flat - mean
+    var = (centered * centered).sum_dim(1) / (n - 1)
     new_rm = None if rm is None else rm * (1 - momentum) + mean.reshape((c,)) * momentum
     new_rv = None if rv is None else rv * (1 - momentum) + var.reshape((c,)) * momentum
     return out, new_rm, new_rv
