@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop
+from .registry import Cost, Domain, Examples, Grads, Saves, defop
 
 
-def _matmul_examples(rng: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+def _matmul_examples(rng: Any) -> Examples:
     n = rng.normal
     return [
         ((n(size=(3, 4)), n(size=(4, 5))), {}),
@@ -40,7 +40,7 @@ def matmul_backward(ctx: Any, grad: Any) -> Grads:
     return gx, gy
 
 
-def _linear_examples(rng: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+def _linear_examples(rng: Any) -> Examples:
     n = rng.normal
     return [
         ((n(size=(3, 4)), n(size=(5, 4)), n(size=(5,))), {}),

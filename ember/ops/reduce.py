@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Grads, Saves, defop, nondiff
+from .registry import Cost, Domain, Examples, Grads, Saves, defop, nondiff
 
 CB = Cost.COMPUTE_BOUND
 
 
-def _dim_examples(rng: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+def _dim_examples(rng: Any) -> Examples:
     return [
         ((rng.normal(size=(3, 4)),), {"dim": 1}),
         ((rng.normal(size=(2, 3, 4)),), {"dim": 0}),
