@@ -18,7 +18,7 @@ from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import DTypeError, ShapeError
 from ..tensor.device import Device
 from ..tensor.tensor import Tensor
-from .param import Param, ParamId, relift
+from .param import Param, ParamId, _relift
 
 _Strategy = GradientCheckpointingStrategy
 
@@ -186,7 +186,7 @@ class Module:
                 p.val().gradient_checkpointing_strategy() or p._strategy or _Strategy.Disabled
             )
             p._strategy = strategy
-            p._value = relift(p._value, strategy, p._trainable)
+            p._value = _relift(p._value, strategy, p._trainable)
         return self
 
     def valid(self) -> Module:
@@ -209,7 +209,7 @@ class Module:
             p._trainable = bool(flag)
             s = p._value.gradient_checkpointing_strategy()
             if s is not None:
-                p._value = relift(p._value, s, p._trainable)
+                p._value = _relift(p._value, s, p._trainable)
         return self
 
     def no_grad(self) -> Module:
@@ -259,7 +259,7 @@ class Module:
         def fp(p: Param) -> Param:
             moved = p._value.without_autodiff().to_device(plain)
             s = dev_strategy or p._value.gradient_checkpointing_strategy()
-            q = p._copy(relift(moved, s, p._trainable))
+            q = p._copy(_relift(moved, s, p._trainable))
             if dev_strategy is not None:
                 q._strategy = dev_strategy
             return q

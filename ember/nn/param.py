@@ -56,7 +56,7 @@ class ParamId:
         return f"ParamId({self})"
 
 
-def relift(value: Tensor, strategy: _Strategy | None, trainable: bool) -> Tensor:
+def _relift(value: Tensor, strategy: _Strategy | None, trainable: bool) -> Tensor:
     """``value`` with context ``strategy`` (``None``: plain), a fresh leaf, require-grad if
     ``trainable`` and float."""
     if strategy is None:
@@ -103,7 +103,7 @@ class Param:
         self._trainable = bool(require_grad)
         self._strategy = value.gradient_checkpointing_strategy()
         if self._strategy is not None:
-            value = relift(value, self._strategy, self._trainable)
+            value = _relift(value, self._strategy, self._trainable)
         self._value = value
 
     def val(self) -> Tensor:
@@ -137,7 +137,7 @@ class Param:
     def _replace(self, value: Tensor) -> None:
         """Put ``value`` in, with this parameter's autodiff context and trainability."""
         s = self._value.gradient_checkpointing_strategy()
-        self._value = relift(value, s, self._trainable) if s is not None else value
+        self._value = _relift(value, s, self._trainable) if s is not None else value
 
     def _copy(self, value: Tensor | None = None) -> Param:
         p = Param.__new__(Param)

@@ -24,11 +24,11 @@ def clip_grad_norm(grads: GradientsParams, max_norm: float, eps: float = 1e-6) -
     Returns:
         The global norm before clipping.
     """
-    total = clip_grad_norm_on_device(grads, max_norm, eps)
+    total = _clip_grad_norm_on_device(grads, max_norm, eps)
     return 0.0 if total is None else float(total.item())
 
 
-def clip_grad_norm_on_device(
+def _clip_grad_norm_on_device(
     grads: GradientsParams, max_norm: float, eps: float = 1e-6
 ) -> Tensor | None:
     """``clip_grad_norm`` without a host read: returns the global norm as a 0-d tensor.
@@ -103,7 +103,7 @@ class GradientClipping:
     def apply(self, grads: GradientsParams) -> GradientsParams:
         if self.kind == "value":
             return clip_grad_value(grads, self.limit)
-        clip_grad_norm_on_device(grads, self.limit)
+        _clip_grad_norm_on_device(grads, self.limit)
         return grads
 
     def __repr__(self) -> str:
