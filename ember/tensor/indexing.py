@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import DTypeError, ShapeError
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
 
 Key = tuple[Any, ...]
 
@@ -81,10 +78,3 @@ def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
     if all(isinstance(k, slice) and k == slice(None) for k in out):
         return ()
     return tuple(out)
-
-
-def advanced_index(t: Tensor, key: Any) -> Tensor:
-    """Indexing with int or bool tensors (or lists), by the ops that implement it."""
-    from .advanced import index_with_tensors
-
-    return index_with_tensors(t, key)

@@ -30,6 +30,7 @@ from . import select as _select  # issue 3 (C1): methods assigned in the block a
 from . import shaping as _shaping
 from . import sorting as _sorting
 from . import stats as _stats
+from .advanced import index_with_tensors
 from .device import Device
 from .dispatch import apply, apply2, as_scalar, binary, cast, record, scalar, wrap
 from .indexing import normalize_key
@@ -615,10 +616,8 @@ class Tensor:
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
         norm = normalize_key(self.shape, key)
-        if norm is None:
-            from .indexing import advanced_index
-
-            return advanced_index(self, key)
+        if norm is None:  # int or bool tensors (or lists) in the key
+            return index_with_tensors(self, key)
         if not norm:
             return self
         return apply(_INDEX, (self,), {"key": norm})
