@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
@@ -27,6 +27,7 @@ from ..tensor.creation import Distribution
 from ..tensor.dispatch import apply
 from ..tensor.tensor import Tensor
 from .losses import (
+    _const,
     _float,
     _index_range,
     _operands,
@@ -40,10 +41,6 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
-
-if TYPE_CHECKING:
-    from ..dtype import DType
-    from ..tensor.device import Device
 
 _NO_ATTRS: dict[str, Any] = {}
 
@@ -108,26 +105,6 @@ def _rank(op: str, x: Tensor, ranks: Sequence[int], layout: str) -> None:
             f"{op}: expected a {want}-D input {layout}, got shape {x.shape}. "
             "Add a batch dim with .unsqueeze_dim(0) or reshape."
         )
-
-
-def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
-    """A plain constant on ``like``'s hardware (joins the op as an untracked input).
-
-    Scalars and vectors (the "none" placeholders of bias-less layers and of attention) are made
-    once per device, dtype, shape and value: tensors are immutable, so one constant serves every
-    call, and a step launches no fill for them.
-    """
-    if len(shape) > 1 or value != value:
-        return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
-    key = (like._dev._plain, like.dtype, shape, value)
-    t = _CONSTANTS.get(key)
-    if t is None:
-        t = Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
-        _CONSTANTS[key] = t
-    return t
-
-
-_CONSTANTS: dict[tuple[Device, DType, tuple[int, ...], float], Tensor] = {}
 
 
 def _none_operand(like: Tensor) -> Tensor:

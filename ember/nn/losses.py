@@ -8,7 +8,7 @@ runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,10 @@ from ..ops import OPS
 from ..tensor import checks
 from ..tensor.dispatch import apply
 from ..tensor.tensor import Tensor
+
+if TYPE_CHECKING:
+    from ..dtype import DType
+    from ..tensor.device import Device
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -41,6 +45,26 @@ def _float(op: str, x: Any, what: str = "input") -> Tensor:
             "Convert it with .float()."
         )
     return t
+
+
+def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
+    """A plain constant on ``like``'s hardware (joins the op as an untracked input).
+
+    Scalars and vectors (the defaults of bias-less layers, attention and pos_weight) are made
+    once per device, dtype, shape and value: tensors are immutable, so one constant serves every
+    call, and a step launches no fill for them.
+    """
+    if len(shape) > 1 or value != value:
+        return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+    key = (like._dev._plain, like.dtype, shape, value)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        t = Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
+        _CONSTANTS[key] = t
+    return t
+
+
+_CONSTANTS: dict[tuple[Device, DType, tuple[int, ...], float], Tensor] = {}
 
 
 def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> np.ndarray | None:
@@ -333,9 +357,6 @@ def binary_cross_entropy_with_logits(
     _reduction(op, reduction)
     t = _like(op, x, target)
     _same_shape(op, x, t)
-    if pos_weight is None:
-        pw = Tensor.full((), 1.0, device=x.device.without_autodiff(), dtype=x.dtype)
-    else:
-        pw = _like(op, x, pos_weight)
+    pw = _const(x, (), 1.0) if pos_weight is None else _like(op, x, pos_weight)
     loss = apply(OPS["binary_cross_entropy_with_logits"], (x, t, pw), {})
     return _reduce(_weighted(loss, weight, op), reduction)
