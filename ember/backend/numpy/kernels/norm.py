@@ -28,6 +28,10 @@ def _standardize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> tuple[np.n
     return xc, rstd
 
 
+def _sum_over(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    return a.sum(axis=axes) if axes else a
+
+
 def _norm_backward(
     grad: np.ndarray,
     xhat: np.ndarray,
@@ -36,14 +40,13 @@ def _norm_backward(
     axes: tuple[int, ...],
     param_axes: tuple[int, ...],
     center: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gradients of y = xhat * w + b, where xhat = (x - [mean]) * scale normalises over ``axes``.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of y = xhat * w (+ b), where xhat = (x - [mean]) * scale normalises over ``axes``.
 
-    Returns (gx, gw, gb); gw and gb are summed over ``param_axes`` (keepdims for batch norm's
-    channel layout is dropped by the caller).
+    Returns (gx, gw), gw summed over ``param_axes``; the bias gradient, where there is a bias, is
+    ``_sum_over(grad, param_axes)``, left to the callers that need it.
     """
-    gb = grad.sum(axis=param_axes) if param_axes else grad
-    gw = (grad * xhat).sum(axis=param_axes) if param_axes else grad * xhat
+    gw = _sum_over(grad * xhat, param_axes)
     gxhat = grad * weight
     # d xhat: scale * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)); no mean term for RMS
     proj = (gxhat * xhat).mean(axis=axes, keepdims=True, dtype=grad.dtype)
@@ -51,7 +54,7 @@ def _norm_backward(
     if center:
         gx -= gxhat.mean(axis=axes, keepdims=True, dtype=grad.dtype)
     gx *= scale
-    return gx, gw, gb
+    return gx, gw
 
 
 def _lead_axes(ndim: int, count: int) -> tuple[int, ...]:
@@ -64,7 +67,8 @@ def layer_norm_backward(
     axes = _norm_axes(x.ndim, normalized_ndim)
     xhat, rstd = _standardize(x, axes, eps)
     lead = _lead_axes(x.ndim, normalized_ndim)
-    return _norm_backward(grad, xhat, rstd, weight, axes, lead, center=True)
+    gx, gw = _norm_backward(grad, xhat, rstd, weight, axes, lead, center=True)
+    return gx, gw, _sum_over(grad, lead)
 
 
 def _rms_scale(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
@@ -84,8 +88,7 @@ def rms_norm_backward(
     axes = _norm_axes(x.ndim, normalized_ndim)
     scale = _rms_scale(x, axes, eps)
     lead = _lead_axes(x.ndim, normalized_ndim)
-    gx, gw, _ = _norm_backward(grad, x * scale, scale, weight, axes, lead, center=False)
-    return gx, gw
+    return _norm_backward(grad, x * scale, scale, weight, axes, lead, center=False)
 
 
 def _channel_axes(ndim: int) -> tuple[int, ...]:
@@ -109,4 +112,5 @@ def batch_norm_backward(
     axes = _channel_axes(x.ndim)
     xhat, rstd = _standardize(x, axes, eps)
     w = _per_channel(weight, x.ndim)
-    return _norm_backward(grad, xhat, rstd, w, axes, axes, center=True)
+    gx, gw = _norm_backward(grad, xhat, rstd, w, axes, axes, center=True)
+    return gx, gw, _sum_over(grad, axes)
