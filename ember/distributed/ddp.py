@@ -22,7 +22,7 @@ from ..errors import AutodiffError, DeviceError
 from ..nn.param import ParamId
 from ..tensor.dispatch import wrap
 from ..tensor.tensor import Tensor
-from .group import ProcessGroup
+from .group import ProcessGroup, _unflatten
 
 
 @dataclass
@@ -183,10 +183,6 @@ class DistributedDataParallel:
         for b in buckets:
             assert b.flat is not None
             b.flat /= self.group.world_size
-            start_i = 0
-            for pid, shape in zip(b.ids, b.shapes):
-                n = int(torch.Size(shape).numel())
-                g = b.flat[start_i : start_i + n].view(shape)
-                start_i += n
+            for pid, g in zip(b.ids, _unflatten(b.flat, b.shapes)):
                 out.register(pid, wrap(Tensor, g, dev))
         return out

@@ -8,6 +8,7 @@ values of ember's torch backend and never change their inputs: results are new t
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -26,12 +27,13 @@ def _flatten(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def _unflatten(flat: torch.Tensor, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def _unflatten(flat: torch.Tensor, shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """Views of consecutive pieces of the 1-d ``flat``, one of each shape in turn."""
     out: list[torch.Tensor] = []
     start = 0
-    for t in like:
-        n = t.numel()
-        out.append(flat[start : start + n].view(t.shape))
+    for shape in shapes:
+        n = math.prod(shape)
+        out.append(flat[start : start + n].view(tuple(shape)))
         start += n
     return out
 
@@ -144,7 +146,7 @@ class ProcessGroup:
             self.start_all_reduce(flat).wait()
             if average:
                 flat /= self.world_size
-            for i, r in zip(idx, _unflatten(flat, like)):
+            for i, r in zip(idx, _unflatten(flat, [t.shape for t in like])):
                 out[i] = r
         return [t for t in out if t is not None]
 
