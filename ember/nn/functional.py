@@ -98,25 +98,25 @@ def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:
     return (int(vals[0]), int(vals[1]))
 
 
-def _rank(op: str, x: Tensor, ranks: Sequence[int], layout: str) -> None:
-    if x.ndim not in ranks:
-        want = " or ".join(str(r) for r in ranks)
-        raise ShapeError(
-            f"{op}: expected a {want}-D input {layout}, got shape {x.shape}. "
-            "Add a batch dim with .unsqueeze_dim(0) or reshape."
-        )
+def _batched(op: str, x: Any, n: int, layout: str) -> tuple[Tensor, bool]:
+    """A float input with ``n`` spatial dims, (N, C, *) or unbatched (C, *).
+
+    Returns it with a batch dim, and whether one was added.
+    """
+    x = _float(op, x)
+    if x.ndim == n + 2:
+        return x, False
+    if x.ndim == n + 1:
+        return x.unsqueeze_dim(0), True
+    raise ShapeError(
+        f"{op}: expected a {n + 1} or {n + 2}-D input {layout}, got shape {x.shape}. "
+        "Add a batch dim with .unsqueeze_dim(0) or reshape."
+    )
 
 
 def _none_operand(like: Tensor) -> Tensor:
     """The 0-d zero that tells the attention and linear rows "no bias / no keep mask"."""
     return _const(like, (), 0.0)
-
-
-def _batched(x: Tensor, rank: int) -> tuple[Tensor, bool]:
-    """Add a batch dim to an unbatched input of rank ``rank - 1``."""
-    if x.ndim == rank - 1:
-        return x.unsqueeze_dim(0), True
-    return x, False
 
 
 def _conv_operands(
@@ -126,18 +126,16 @@ def _conv_operands(
 
     Returns the input with a batch dim, the weight, and whether a batch dim was added.
     """
-    x = _float(op, x)
+    x, unbatched = _batched(op, x, n, x_layout)
     weight = _float(op, weight, "weight")
-    _rank(op, x, (n + 1, n + 2), x_layout)
-    x, unbatched = _batched(x, n + 2)
     if weight.ndim != n + 2:
         raise ShapeError(f"{op}: expected a {n + 2}-D weight {w_layout}, got shape {weight.shape}.")
     _same_dtype(op, x, weight, "weight")
     return x, weight, unbatched
 
 
-def _spatial_out(op: str, size: Pair, kernel: Pair, stride: Pair, pad: Pair, dil: Pair) -> Pair:
-    out = []
+def _check_span(op: str, size: Pair, kernel: Pair, pad: Pair, dil: Pair) -> None:
+    """The (dilated) kernel fits the padded input along both spatial dims."""
     for i in range(2):
         span = dil[i] * (kernel[i] - 1) + 1
         if span > size[i] + 2 * pad[i]:
@@ -146,8 +144,6 @@ def _spatial_out(op: str, size: Pair, kernel: Pair, stride: Pair, pad: Pair, dil
                 f"{i}, larger than the padded input ({size[i]} + 2*{pad[i]}). Use a smaller "
                 "kernel or more padding."
             )
-        out.append((size[i] + 2 * pad[i] - span) // stride[i] + 1)
-    return (out[0], out[1])
 
 
 # ---------------------------------------------------------------- activations
@@ -319,7 +315,7 @@ def conv2d(
     kernel = (weight.shape[2], weight.shape[3])
     pad = _conv_padding(op, padding, kernel, st, dil)
     _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
-    _spatial_out(op, (x.shape[2], x.shape[3]), kernel, st, pad, dil)
+    _check_span(op, (x.shape[2], x.shape[3]), kernel, pad, dil)
     b = _conv_bias(op, x, bias, weight.shape[0])
     attrs = {"stride": st, "padding": pad, "dilation": dil, "groups": groups}
     out = apply(OPS["conv2d"], (x, weight, b), attrs)
@@ -389,7 +385,7 @@ def conv1d(
     # checked here, then the conv2d row runs directly, so that errors name conv1d
     _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
     p1 = _conv_padding(op, pad, (1, weight.shape[2]), (1, st), (1, dil))
-    _spatial_out(op, (1, x.shape[2]), (1, weight.shape[2]), (1, st), p1, (1, dil))
+    _check_span(op, (1, x.shape[2]), (1, weight.shape[2]), p1, (1, dil))
     b = _conv_bias(op, x, bias, weight.shape[0])
     attrs = {"stride": (1, st), "padding": p1, "dilation": (1, dil), "groups": groups}
     # (N, C, L) -> (N, C, 1, L)
@@ -466,9 +462,7 @@ def conv_transpose2d(
 def _pool_args(
     op: str, x: Tensor, kernel_size: IntOrPair, stride: IntOrPair | None, padding: IntOrPair
 ) -> tuple[Tensor, bool, Pair, Pair, Pair]:
-    x = _float(op, x)
-    _rank(op, x, (3, 4), "(N, C, H, W)")
-    x, unbatched = _batched(x, 4)
+    x, unbatched = _batched(op, x, 2, "(N, C, H, W)")
     k = _pair(op, "kernel_size", kernel_size, 1)
     st = k if stride is None or stride == () else _pair(op, "stride", stride, 1)
     pad = _pair(op, "padding", padding, 0)
@@ -496,7 +490,7 @@ def max_pool2d(
     op = "max_pool2d"
     x, unbatched, k, st, pad = _pool_args(op, x, kernel_size, stride, padding)
     dil = _pair(op, "dilation", dilation, 1)
-    _spatial_out(op, (x.shape[2], x.shape[3]), k, st, pad, dil)
+    _check_span(op, (x.shape[2], x.shape[3]), k, pad, dil)
     attrs = {"kernel_size": k, "stride": st, "padding": pad, "dilation": dil}
     out = apply(OPS["max_pool2d"], (x,), attrs)
     return out.squeeze_dim(0) if unbatched else out
@@ -518,7 +512,7 @@ def avg_pool2d(
     """
     op = "avg_pool2d"
     x, unbatched, k, st, pad = _pool_args(op, x, kernel_size, stride, padding)
-    _spatial_out(op, (x.shape[2], x.shape[3]), k, st, pad, (1, 1))
+    _check_span(op, (x.shape[2], x.shape[3]), k, pad, (1, 1))
     out = apply(OPS["avg_pool2d"], (x,), {"kernel_size": k, "stride": st, "padding": pad})
     return out.squeeze_dim(0) if unbatched else out
 
@@ -530,9 +524,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> T
     ``output_size`` keeps that input size. x: (N, C, H, W) or (C, H, W) -> (N, C, Ho, Wo).
     """
     op = "adaptive_avg_pool2d"
-    x = _float(op, x)
-    _rank(op, x, (3, 4), "(N, C, H, W)")
-    x, unbatched = _batched(x, 4)
+    x, unbatched = _batched(op, x, 2, "(N, C, H, W)")
     sizes = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     if len(sizes) != 2:
         raise ShapeError(f"{op}: expected output_size to be an int or a pair, got {output_size!r}.")
