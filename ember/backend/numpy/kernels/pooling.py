@@ -20,8 +20,8 @@ def _pool_geometry(
     )
 
 
-def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[tuple[int, Any]]:
-    """(tap number, slice key) of each kernel tap: the (N, C, Ho, Wo) inputs that tap reads."""
+def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[Any]:
+    """The slice key of each kernel tap, row-major: the (N, C, Ho, Wo) inputs that tap reads."""
     taps = []
     for i in range(kernel[0]):
         r0 = i * dilation[0]
@@ -29,7 +29,7 @@ def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[tuple[i
         for j in range(kernel[1]):
             c0 = j * dilation[1]
             cs = slice(c0, c0 + stride[1] * (out[1] - 1) + 1, stride[1])
-            taps.append((i * kernel[1] + j, (slice(None), slice(None), rs, cs)))
+            taps.append((slice(None), slice(None), rs, cs))
     return taps
 
 
@@ -43,8 +43,8 @@ def max_pool2d(
 
     def run(lo: int, hi: int) -> None:
         yb = y[lo:hi]
-        np.copyto(yb, xp[lo:hi][taps[0][1]])
-        for _, key in taps[1:]:
+        np.copyto(yb, xp[lo:hi][taps[0]])
+        for key in taps[1:]:
             np.maximum(yb, xp[lo:hi][key], out=yb)
 
     _parallel_split(x.shape[0], y.size * len(taps), run)
@@ -75,7 +75,7 @@ def max_pool2d_backward(
 
     def run(lo: int, hi: int) -> None:
         xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
-        vals = [xb[key] for _, key in taps]
+        vals = [xb[key] for key in taps]
         best = np.array(vals[0], copy=True)
         for v in vals[1:]:
             np.maximum(best, v, out=best)
@@ -83,7 +83,7 @@ def max_pool2d_backward(
         # the first tap equal to the window's maximum takes the gradient: ``taken`` marks the
         # windows already served (NaN counts as the maximum of a window that holds one)
         taken = None
-        for i, (_, key) in enumerate(taps):
+        for i, key in enumerate(taps):
             first = np.equal(vals[i], best)
             if has_nan:
                 first |= np.isnan(vals[i])
@@ -106,8 +106,8 @@ def avg_pool2d(x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair) ->
     out = _pool_geometry(x, kernel_size, stride, padding, (1, 1))
     xp = _pad(x, padding)
     taps = _taps(kernel_size, stride, (1, 1), out)
-    y = np.array(xp[taps[0][1]], copy=True)
-    for _, key in taps[1:]:
+    y = np.array(xp[taps[0]], copy=True)
+    for key in taps[1:]:
         y += xp[key]
     y *= y.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
     return y
@@ -124,7 +124,7 @@ def avg_pool2d_backward(
     ph, pw = padding
     gxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)
     share = grad * grad.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
-    for _, key in _taps(kernel_size, stride, (1, 1), grad.shape[2:]):
+    for key in _taps(kernel_size, stride, (1, 1), grad.shape[2:]):
         gxp[key] += share
     return gxp[:, :, ph : ph + h, pw : pw + w]
 
