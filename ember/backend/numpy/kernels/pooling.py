@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .im2col import Pair, _conv_out, _pad
+from .im2col import Pair, _conv_out, _pad, _tap
 from .pool import _parallel_split
 
 
@@ -22,15 +22,12 @@ def _pool_geometry(
 
 def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[Any]:
     """The slice key of each kernel tap, row-major: the (N, C, Ho, Wo) inputs that tap reads."""
-    taps = []
-    for i in range(kernel[0]):
-        r0 = i * dilation[0]
-        rs = slice(r0, r0 + stride[0] * (out[0] - 1) + 1, stride[0])
-        for j in range(kernel[1]):
-            c0 = j * dilation[1]
-            cs = slice(c0, c0 + stride[1] * (out[1] - 1) + 1, stride[1])
-            taps.append((slice(None), slice(None), rs, cs))
-    return taps
+    whole = slice(None)
+    return [
+        (whole, whole, *_tap(i, j, stride, dilation, out))
+        for i in range(kernel[0])
+        for j in range(kernel[1])
+    ]
 
 
 def max_pool2d(
