@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from ..tensor.tensor import Tensor
 from .errors import RecordError
 from .io import decode, read_bytes
 
@@ -105,8 +106,6 @@ def load_pytorch(
     if cast:
         want = {n: p.dtype for n, p in module.named_parameters()}
         want.update({n: b.dtype for n, b in module.named_buffers()})
-        from ..tensor.tensor import Tensor
-
         mapped = {
             k: (Tensor.from_data(v).cast(want[k]) if k in want else v) for k, v in mapped.items()
         }
