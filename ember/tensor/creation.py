@@ -12,7 +12,7 @@ from ..dtype import DType, as_dtype, bool_, float32, int64
 from ..errors import DTypeError, ShapeError
 from . import checks
 from .device import Device, default_device
-from .dispatch import wrap
+from .dispatch import as_scalar, wrap
 
 _INT_KINDS = "iu"
 
@@ -124,7 +124,6 @@ def from_data(data: Any, *, device: Device | None = None, dtype: Any = None) -> 
 
 
 def full(shape: Any, value: Any, *, device: Device | None, dtype: Any, op: str) -> Any:
-    from .dispatch import as_scalar
     from .tensor import Tensor
 
     dev = _device(device)
