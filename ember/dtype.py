@@ -4,8 +4,8 @@ Promotion (documented in the README):
 - two tensors of one dtype keep it;
 - float with float gives the wider float; float16 with bfloat16 gives float32;
 - int with float gives the float; int32 with int64 gives int64; bool joins anything as that thing;
-- a Python scalar never changes a tensor's dtype, except that a Python float with an int or bool
-  tensor gives float32 (the default float).
+- a Python scalar never changes a float tensor's dtype; a Python float with an int or bool tensor
+  gives float32 (the default float), a Python int with a bool tensor gives int64.
 """
 
 from __future__ import annotations

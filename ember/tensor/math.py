@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..dtype import float32
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from .dispatch import apply, apply1, as_scalar, binary, cast, scalar
 
@@ -64,7 +64,7 @@ def powi_scalar(self: Tensor, n: int) -> Tensor:
     """``self ** n`` for an int ``n``; keeps the dtype."""
     v = as_scalar("powi_scalar", n)
     if not isinstance(v, int) or isinstance(v, bool):
-        raise ShapeError(f"powi_scalar: expected an int exponent, got {n!r}; use powf_scalar.")
+        raise DTypeError(f"powi_scalar: expected an int exponent, got {n!r}; use powf_scalar.")
     return apply(OPS["powi_scalar"], (self,), {"value": v})
 
 

@@ -26,7 +26,7 @@ from . import dispatch as _dispatch
 from . import layout as _layout
 from . import math as _math
 from . import reductions as _reduce
-from . import select as _select  # issue 3 (C1): methods assigned in the block at the end
+from . import select as _select
 from . import shaping as _shaping
 from . import sorting as _sorting
 from . import stats as _stats
@@ -675,7 +675,7 @@ class Tensor:
     argmax = _reduce.argmax
     argmin = _reduce.argmin
 
-    # ------------------------------------------------------------------ issue 3 ops (C1 block)
+    # ------------------------------------------------------------- indexing, shaping, sorting
     select = _select.select
     gather = _select.gather
     scatter = _select.scatter

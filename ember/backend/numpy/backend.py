@@ -280,8 +280,8 @@ class NumpyBackend:
     def to_numpy_view(self, x: np.ndarray) -> np.ndarray:
         return x
 
-    # ================================================================ C1: indexing, shape, sorting,
-    # stats and rounding primitives (issue 3). Dims are non-negative ints; index arrays are int
+    # ---------------------------------------------------------------- indexing, shape, sorting,
+    # stats and rounding primitives. Dims are non-negative ints; index arrays are int
     # arrays already checked to lie in range by ``ember.tensor`` before the call.
     def select(self, x: np.ndarray, indices: np.ndarray, dim: int) -> np.ndarray:
         return np.take(x, indices, axis=dim)
@@ -368,7 +368,7 @@ class NumpyBackend:
         """Half to even, like PyTorch and Burn."""
         return np.round(x)
 
-    # ================================================================ C2: nn kernels (issue 3)
+    # ---------------------------------------------------------------- nn kernels
     # Activations, fused softmax / normalisation / loss / attention rows, convolution and pooling
     # (ember/ops/activations.py, nn.py, conv.py). Each forward has a ``*_backward`` partner that
     # returns what the row's rule needs; each pair has a direct PyTorch equivalent (F.conv2d and
