@@ -24,7 +24,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from ..tensor import checks
 from ..tensor.creation import Distribution
-from ..tensor.dispatch import apply
+from ..tensor.dispatch import apply, unify
 from ..tensor.tensor import Tensor
 from .losses import (
     _const,
@@ -244,6 +244,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"input's last size, got input {x.shape} and weight {weight.shape}. The weight is "
             "[out, in], as in PyTorch."
         )
+    spec = OPS["linear"]
     if bias is not None:
         bias = _float("linear", bias, "bias")
         if bias.shape != (weight.shape[0],):
@@ -252,13 +253,15 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             )
         if x._data.dtype == weight._data.dtype == bias._data.dtype:
             # one fused row (addmm on torch): a single op to dispatch and record
-            return apply(OPS["linear"], (x, weight, bias), _NO_ATTRS)
+            return apply(spec, (x, weight, bias), _NO_ATTRS)
         _operands("linear", x, bias)
-    _operands("linear", x, weight)
-    if bias is None and x._data.dtype == weight._data.dtype:
-        # the fused row without a bias: a 0-d operand means none
-        return apply(OPS["linear"], (x, weight, _none_operand(x)), _NO_ATTRS)
-    return x @ weight.transpose() if bias is None else x @ weight.transpose() + bias
+        _operands("linear", x, weight)
+        return apply(spec, unify(spec, (x, weight, bias)), _NO_ATTRS)
+    if x._data.dtype != weight._data.dtype:
+        _operands("linear", x, weight)
+        x, weight = unify(spec, (x, weight))
+    # the fused row without a bias: a 0-d operand means none
+    return apply(spec, (x, weight, _none_operand(x)), _NO_ATTRS)
 
 
 def embedding(indices: Tensor, weight: Tensor) -> Tensor:

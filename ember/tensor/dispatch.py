@@ -7,6 +7,7 @@ autodiff cost; untracked autodiff operands record nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from numbers import Number
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +191,22 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
     return apply(OPS["cast"], (x,), {"dtype": dtype, "src": src})
 
 
+def unify(spec: OpSpec, xs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """Float operands of ``spec`` brought to one dtype before a fused row runs.
+
+    Under ``autocast`` the policy picks the dtype first (a bfloat16 activation and a float32
+    weight of a matmul both go to bfloat16, with no float32 round trip); whatever still differs
+    is cast to the promoted dtype.
+    """
+    if autocast is not None:
+        xs = tuple(autocast(spec, xs))
+    dt = xs[0].dtype
+    for x in xs[1:]:
+        if x.dtype is not dt:
+            dt = promote(dt, x.dtype)
+    return tuple([cast(x, dt) for x in xs])
+
+
 def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     """Elementwise op of two tensors: dtype promotion and broadcasting checks, then ``apply2``."""
     if autocast is not None:
@@ -197,14 +214,55 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     x = a._data
     y = c._data
     if x.dtype != y.dtype:
-        dt = promote(a.dtype, c.dtype)
-        a = cast(a, dt)
-        c = cast(c, dt)
-        x = a._data
-        y = c._data
+        da, dc = a.dtype, c.dtype
+        if da.is_float and dc.is_float and spec.name in _MIXED_FLOAT_OPS:
+            # the kernel promotes in-register: no float32 copy of the narrower operand
+            spec = _mixed(spec, da, dc)
+        else:
+            dt = promote(da, dc)
+            a = cast(a, dt)
+            c = cast(c, dt)
+            x = a._data
+            y = c._data
     if x.shape != y.shape:
         checks.broadcast_shapes(spec.name, tuple(x.shape), tuple(y.shape))
     return apply2(spec, a, c)
+
+
+# elementwise rows whose kernels (NumPy and PyTorch alike) take two float dtypes and compute in
+# the promoted one, as ember's promotion rules do
+_MIXED_FLOAT_OPS = frozenset({"add", "sub", "mul", "div"})
+_MIXED_SPECS: dict[tuple[str, DType, DType], OpSpec] = {}
+
+
+def _mixed(spec: OpSpec, da: DType, dc: DType) -> OpSpec:
+    """``spec`` for operands of float dtypes ``da`` and ``dc`` (they differ).
+
+    The same row (name, kernel, cost class, saved values), whose backward hands each input its
+    gradient in that input's own dtype, summed over broadcast dims first: the values the
+    cast-then-op graph gives, without its float32 copy of the narrower operand.
+    """
+    key = (spec.name, da, dc)
+    m = _MIXED_SPECS.get(key)
+    if m is not None:
+        return m
+    rule = spec.backward
+    assert rule is not None
+    want = (da, dc)
+
+    def backward(ctx: Any, grad: Any) -> Any:
+        b = ctx.b
+        out = []
+        for g, d, shape in zip(rule(ctx, grad), want, ctx.shapes):
+            if g is not None and b.dtype_of(g) is not d:
+                if g.shape != shape:  # sum a broadcast gradient in the wide dtype, then cast
+                    g = b.sum_to_shape(g, shape)
+                g = b.cast(g, d)
+            out.append(g)
+        return tuple(out)
+
+    m = _MIXED_SPECS.setdefault(key, replace(spec, backward=backward))
+    return m
 
 
 def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:

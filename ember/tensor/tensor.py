@@ -18,7 +18,7 @@ from ..autodiff.gradients import Gradients
 from ..autodiff.node import Node
 from ..autodiff.requirement import Requirement
 from ..checkpoint.strategy import GradientCheckpointingStrategy
-from ..dtype import DType, as_dtype, bool_, float32, int64, promote
+from ..dtype import DType, as_dtype, bool_, float32, int64
 from ..errors import AutodiffError, DTypeError, ShapeError
 from ..ops import OPS
 from . import checks
@@ -523,8 +523,7 @@ class Tensor:
             )
         checks.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
         if x.dtype is not y.dtype:
-            dt = promote(x.dtype, y.dtype)
-            x, y = cast(x, dt), cast(y, dt)
+            x, y = _dispatch.unify(_MATMUL, (x, y))
         out = apply(_MATMUL, (x, y), {})
         if squeeze_l:
             out = out.squeeze_dim(-2)

@@ -1,0 +1,136 @@
+"""Where a GPT training step's time goes: GPU kernels and host time, ember vs PyTorch eager.
+
+For each workload of ``bench/gpu_gpt.py`` and each implementation, reports per step:
+
+- ``wall_ms``: the step timed to ``torch.cuda.synchronize()`` (median);
+- ``host_ms``: time until the step's Python code returns, before the synchronisation (median).
+  When it is close to ``wall_ms`` the step is host-bound;
+- ``kernels``, ``gpu_ms``: CUDA kernels launched and their summed duration (``torch.profiler``);
+- the kernels that take the most GPU time, with their counts.
+
+Usage:
+    python bench/gpu_profile.py [--only small,gpt2] [--steps 10] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import ember as em
+from ember.tensor.device import parse_device
+
+sys.path.insert(0, str(Path(__file__).parent))
+import gpu_gpt as G
+
+
+def _ember_runner(cfg: G.Config, dev: em.Device, balanced: bool) -> Callable[[], Any]:
+    ad = dev.autodiff()
+    if balanced:
+        ad = ad.gradient_checkpointing()
+    model = G.EmberGPT(cfg, ad)
+    optim = em.optim.AdamW(weight_decay=0.01)
+    idx_t, tgt_t = G._batch(cfg, dev.b.device)
+    idx = em.Tensor.from_data(idx_t.cpu().numpy(), device=dev)
+    tgt = em.Tensor.from_data(tgt_t.cpu().numpy(), device=dev)
+    step = G.ember_step(cfg)
+    state = {"model": model}
+
+    def run() -> None:
+        state["model"], _ = step(state["model"], optim, idx, tgt)
+
+    return run
+
+
+def _torch_runner(cfg: G.Config, tdev: torch.device) -> Callable[[], Any]:
+    model = G.TorchGPT(cfg).to(tdev)
+    step = G.torch_step(cfg, model, compiled=False)
+    idx, tgt = G._batch(cfg, tdev)
+    return lambda: step(idx, tgt)
+
+
+def measure(run: Callable[[], Any], tdev: torch.device, steps: int, top: int) -> dict[str, Any]:
+    """Wall and host time per step, then a profiled window of ``steps`` steps."""
+    for _ in range(5):
+        run()
+    torch.cuda.synchronize(tdev)
+    wall, host = [], []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        run()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize(tdev)
+        t2 = time.perf_counter()
+        host.append((t1 - t0) * 1e3)
+        wall.append((t2 - t0) * 1e3)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize(tdev)
+    kern: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            kern.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    total_us = sum(sum(v) for v in kern.values())
+    rows = sorted(kern.items(), key=lambda kv: -sum(kv[1]))[:top]
+    return {
+        "wall_ms": round(statistics.median(wall), 3),
+        "host_ms": round(statistics.median(host), 3),
+        "kernels": round(sum(len(v) for v in kern.values()) / steps, 1),
+        "gpu_ms": round(total_us / steps / 1e3, 3),
+        "top": [
+            {"name": k[:110], "n": len(v) / steps, "ms": round(sum(v) / steps / 1e3, 3)}
+            for k, v in rows
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", default="small,gpt2")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--top", type=int, default=30)
+    p.add_argument("--balanced", action="store_true", help="also profile ember under Balanced")
+    p.add_argument("--out", default=None, help="folder for profile.json")
+    args = p.parse_args(argv)
+    dev = parse_device("cuda")
+    tdev = dev.b.device
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    results: dict[str, Any] = {}
+    for name in args.only.split(","):
+        cfg = {"small": G.SMALL, "gpt2": G.GPT2}[name]
+        runners: dict[str, Callable[[], Callable[[], Any]]] = {
+            "ember": lambda c=cfg: _ember_runner(c, dev, False),
+            "torch_eager": lambda c=cfg: _torch_runner(c, tdev),
+        }
+        if args.balanced:
+            runners["ember_balanced"] = lambda c=cfg: _ember_runner(c, dev, True)
+        for impl, make in runners.items():
+            r = measure(make(), tdev, args.steps, args.top)
+            results[f"{name}/{impl}"] = r
+            print(
+                f"== {name}/{impl}: wall {r['wall_ms']} ms, host {r['host_ms']} ms, "
+                f"{r['kernels']} kernels, gpu {r['gpu_ms']} ms",
+                flush=True,
+            )
+            for row in r["top"]:
+                print(f"   {row['ms']:8.3f} ms {row['n']:6.1f}x  {row['name']}")
+            torch.cuda.empty_cache()
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "profile.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
