@@ -1,16 +1,71 @@
-"""Torch kernels of scaled dot-product attention: fused (flash / memory-efficient) or math path."""
+"""Torch kernels of scaled dot-product attention: fused (cuDNN / flash / memory-efficient) or math.
+
+On CUDA the fused kernel is the one PyTorch's own dispatcher picks for the same inputs
+(``torch._fused_sdp_choice``), asked once per dtype, shape, layout, causality and device.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend
 
 from .stats import Tensor, _recall, _remember, aten
 
 _HALF = (torch.float16, torch.bfloat16)
 _CPU_FLASH = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
+# the cuDNN op schemas this file calls (torch 2.5 on); torch 2.4's differ, and there a cuDNN
+# choice runs the per-dtype fallback kernel instead
+_CUDNN_FORWARD_ARGS = (
+    "query",
+    "key",
+    "value",
+    "attn_bias",
+    "compute_log_sumexp",
+    "dropout_p",
+    "is_causal",
+    "return_debug_mask",
+    "scale",
+)
+_CUDNN_BACKWARD_ARGS = (
+    "grad_out",
+    "query",
+    "key",
+    "value",
+    "out",
+    "logsumexp",
+    "philox_seed",
+    "philox_offset",
+    "attn_bias",
+    "cum_seq_q",
+    "cum_seq_k",
+    "max_q",
+    "max_k",
+    "dropout_p",
+    "is_causal",
+    "scale",
+)
+
+
+def _schema_matches(schema: torch.FunctionSchema, names: tuple[str, ...], returns: int) -> bool:
+    return tuple(a.name for a in schema.arguments) == names and len(schema.returns) == returns
+
+
+def _cudnn_schemas_match() -> bool:
+    """True when this torch's cuDNN attention ops take the arguments ``_fused_forward`` passes."""
+    try:
+        forward = aten._scaled_dot_product_cudnn_attention.default._schema
+        backward = aten._scaled_dot_product_cudnn_attention_backward.default._schema
+    except (AttributeError, RuntimeError):
+        return False
+    return _schema_matches(forward, _CUDNN_FORWARD_ARGS, 9) and _schema_matches(
+        backward, _CUDNN_BACKWARD_ARGS, 3
+    )
+
+
+_CUDNN_CALLABLE = _cudnn_schemas_match()
 
 _ZERO_SCALARS: dict[tuple[torch.device, torch.dtype], Tensor] = {}
 
@@ -31,12 +86,17 @@ def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
     """The fused attention kernel that takes ``dtype`` on this device kind, or "" for none.
 
     On CUDA, flash attention runs float16 and bfloat16 and the memory-efficient kernel float32;
-    every other dtype (float64 above all: both kernels reject it) takes the exact math path
-    (``_scores``). On the CPU, ATen's flash kernel ("flash_cpu") takes all four float dtypes.
+    every other dtype (float64 above all: no fused kernel takes it) takes the exact math path
+    (``_scores``). For the CUDA dtypes named here, the attention kernels then run whichever of
+    cuDNN, flash and memory-efficient attention PyTorch's dispatcher picks for the inputs; this
+    per-dtype answer is the fallback when the dispatcher cannot be asked. On the CPU, ATen's flash
+    kernel ("flash_cpu") takes all four float dtypes.
 
     Example:
         >>> fused_attention_kernel(torch.float64, is_cuda=True)
         ''
+        >>> fused_attention_kernel(torch.bfloat16, is_cuda=True)
+        'flash'
     """
     if not is_cuda:
         return "flash_cpu" if dtype in _CPU_FLASH else ""
@@ -47,8 +107,13 @@ def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
     return ""
 
 
+# kernel per (dtype, device, causal, shapes, strides); torch.backends.cuda.enable_*_sdp switches
+# flipped later reach only inputs not asked about yet
+_CHOICES: dict[tuple[Any, ...], str] = {}
+
+
 def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, causal: bool) -> str:
-    """The fused kernel exact for this attention: "flash", "efficient", "flash_cpu" or ""."""
+    """The fused kernel exact for this attention: "cudnn", "flash", "efficient", "flash_cpu", ""."""
     kind = fused_attention_kernel(q.dtype, q.is_cuda)
     if not kind or bias.ndim or keep.ndim or q.ndim != 4:
         return ""
@@ -56,10 +121,38 @@ def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, cau
         return ""
     if causal and q.shape[-2] != k.shape[-2]:
         return ""  # keep ember's top-left causal alignment on the exact path
+    if kind == "flash_cpu":
+        return kind
     d = q.shape[-1]
-    if kind != "flash_cpu" and (d % 8 or d > 256):
+    if d % 8 or d > 256:
+        return ""  # PyTorch pads such head sizes before its fused calls; ember calls the ops raw
+    key = (q.dtype, q.device, causal, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride())
+    chosen = _CHOICES.get(key)
+    if chosen is None:
+        chosen = _CHOICES[key] = _dispatcher_choice(q, k, v, causal, kind)
+    return chosen
+
+
+def _dispatcher_choice(q: Tensor, k: Tensor, v: Tensor, causal: bool, fallback: str) -> str:
+    """The CUDA kernel PyTorch's dispatcher picks for these inputs, else ``fallback``.
+
+    Asked with inputs that require grad, as in training, so the pick's backward runs too.
+    """
+    try:
+        with torch.enable_grad():
+            qg, kg, vg = (_last_contiguous(t).detach().requires_grad_() for t in (q, k, v))
+            backend = torch._fused_sdp_choice(qg, kg, vg, None, 0.0, causal)
+    except (AttributeError, RuntimeError, TypeError):
+        backend = None
+    if backend == SDPBackend.CUDNN_ATTENTION.value:
+        return "cudnn" if _CUDNN_CALLABLE else fallback
+    if backend == SDPBackend.FLASH_ATTENTION.value:
+        return "flash"
+    if backend == SDPBackend.EFFICIENT_ATTENTION.value:
+        return "efficient"
+    if backend == SDPBackend.MATH.value:
         return ""
-    return kind
+    return fallback
 
 
 def _last_contiguous(x: Tensor) -> Tensor:
@@ -69,6 +162,10 @@ def _last_contiguous(x: Tensor) -> Tensor:
 def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool) -> Any:
     if kind == "flash_cpu":
         return torch._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    if kind == "cudnn":
+        return aten._scaled_dot_product_cudnn_attention(
+            q, k, v, None, True, 0.0, causal, False, scale=scale
+        )
     if kind == "flash":
         return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
     return aten._scaled_dot_product_efficient_attention(
@@ -97,7 +194,7 @@ def attention(
     scale: float,
     is_causal: bool,
 ) -> Tensor:
-    """Scaled dot-product attention; fused flash / memory-efficient kernels on CUDA."""
+    """Scaled dot-product attention; fused cuDNN / flash / memory-efficient kernels on CUDA."""
     kind = _fused_kind(q, k, v, bias, keep, is_causal)
     if kind:
         qc, kc, vc = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
@@ -157,16 +254,39 @@ def _fused_backward(
         res = _fused_forward(kind, q, k, v, scale, is_causal)
     else:
         res = saved[1]
-    grad = grad.contiguous()
-    if kind == "flash_cpu":
+    if kind == "cudnn":
+        out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = res
+        # cuDNN reads the incoming gradient in the output's strides (builds with cuDNN < 9.5.1
+        # warn and copy, PyTorch's newest sources check them): copy only when they differ
+        if grad.stride() != out.stride():
+            grad = torch.empty_like(out).copy_(grad)
+        gq, gk, gv = aten._scaled_dot_product_cudnn_attention_backward(
+            grad,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            seed,
+            offset,
+            None,
+            cum_q,
+            cum_k,
+            max_q,
+            max_k,
+            0.0,
+            is_causal,
+            scale=scale,
+        )
+    elif kind == "flash_cpu":
         out, lse = res
         gq, gk, gv = aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            grad, q, k, v, out, lse, 0.0, is_causal, scale=scale
+            grad.contiguous(), q, k, v, out, lse, 0.0, is_causal, scale=scale
         )
     elif kind == "flash":
         out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = res
         gq, gk, gv = aten._scaled_dot_product_flash_attention_backward(
-            grad,
+            grad.contiguous(),
             q,
             k,
             v,
@@ -185,7 +305,7 @@ def _fused_backward(
     else:
         out, lse, seed, offset = res
         gq, gk, gv, _ = aten._scaled_dot_product_efficient_attention_backward(
-            grad,
+            grad.contiguous(),
             q,
             k,
             v,
