@@ -134,15 +134,17 @@ def run_backward(
 
 
 class _Recompute:
-    """Values of ``Balanced`` nodes during one backward: kept outputs or recomputed ones.
+    """Values of ``Balanced`` nodes during one backward: held inputs, leaves or recomputed ones.
 
-    Built once per pass from the nodes the pass will run. A planning walk (children before
-    parents) finds which recipe nodes' values will actually be asked for (``needed``) and counts,
-    per node, the claims on its value: each fetch by a ``Balanced`` child that saves inputs, each
-    recompute of a needed recipe child, and a recipe node's own step when its rule reads its
-    output. A recomputed value is cached and dropped when its last claim is settled, so it is
-    computed once per pass and released right after its last use. Recomputation walks the graph
-    with an explicit stack, so deep chains hit no recursion limit.
+    A ``Balanced`` node holds the raw inputs it reads that come from ordinary (compute-bound)
+    nodes; an input from a recipe node (or a leaf) is ``None`` in ``node.inputs`` and fetched
+    here. Built once per pass from the nodes the pass will run. A planning walk (children
+    before parents) finds which recipe nodes' values will actually be asked for (``needed``)
+    and counts, per node, the claims on its value: each fetch by a child's step, each recompute
+    of a needed recipe child, and a recipe node's own step when its rule reads its output. A
+    recomputed value is cached and dropped when its last claim is settled, so it is computed
+    once per pass and released right after its last use. Recomputation walks the graph with an
+    explicit stack, so deep chains hit no recursion limit.
     """
 
     __slots__ = ("cache", "counts", "needed", "uses")
@@ -173,17 +175,14 @@ class _Recompute:
                 if spec.saves_output:
                     needed.add(c)
                     uses[c] = uses.get(c, 0) + 1
-                if c in needed:  # recomputing c reads every parent once
-                    for p in parents:
-                        if p is not None:  # always: a recipe node's parents are all tracked
-                            needed.add(p)
-                            uses[p] = uses.get(p, 0) + 1
-            if spec.saves_inputs:
-                saved = c.inputs
-                for i, p in enumerate(parents):
-                    if p is not None and (saved is None or saved[i] is None):
+                if c in needed:  # recomputing c reads each parent it does not hold once
+                    for p in _fetched(c):
                         needed.add(p)
                         uses[p] = uses.get(p, 0) + 1
+            if spec.saves_inputs:
+                for p in _fetched(c):
+                    needed.add(p)
+                    uses[p] = uses.get(p, 0) + 1
         self.uses = uses
         self.needed = needed
 
@@ -211,14 +210,17 @@ class _Recompute:
                 continue
             args = []
             missing = False
+            held: tuple[Any, ...] = m.inputs  # type: ignore[assignment]  # a recipe holds a tuple
             parents: tuple[Node, ...] = m.parents  # type: ignore[assignment]  # recipe: all tracked
-            for p in parents:
-                a = p.output
+            for i, p in enumerate(parents):
+                a = held[i]
                 if a is None:
-                    a = cache.get(p)
+                    a = p.output
                     if a is None:
-                        stack.append(p)
-                        missing = True
+                        a = cache.get(p)
+                        if a is None:
+                            stack.append(p)
+                            missing = True
                 args.append(a)
             if missing:
                 continue
@@ -230,27 +232,28 @@ class _Recompute:
             cache[m] = out
             counts[m.id] = counts.get(m.id, 0) + 1
             if m in self.needed:  # settle the claims this recompute held on its parents
-                for p in parents:
+                for p in _fetched(m):
                     self._release(p)
         return cache[n]
 
     def step(self, n: Node, g: Any) -> Any:
         """Run ``n``'s backward rule on fetched values, then settle its claims."""
         spec = n.spec
+        held = n.inputs
+        if spec.saves_output and n.output is None:
+            n.output = self.value(n)  # recomputed from the inputs as held
+            self._release(n)
         if spec.saves_inputs:
-            saved = n.inputs
             vals = []
             for i, p in enumerate(n.parents):
-                v = saved[i] if saved is not None else None
+                v = held[i] if held is not None else None
                 if v is None and p is not None:
                     v = self.value(p)
                     self._release(p)
                 vals.append(v)
             n.inputs = tuple(vals)
-        if spec.saves_output and n.output is None:
-            n.output = self.value(n)
-            self._release(n)
         result = spec.backward(n, g)
+        n.inputs = held
         self._settle_recompute(n)
         self.cache.pop(n, None)
         return result
@@ -259,10 +262,8 @@ class _Recompute:
         """``n``'s step runs without a gradient: settle every claim it holds, drop its value."""
         spec = n.spec
         if spec.saves_inputs:
-            saved = n.inputs
-            for i, p in enumerate(n.parents):
-                if p is not None and (saved is None or saved[i] is None):
-                    self._release(p)
+            for p in _fetched(n):
+                self._release(p)
         if spec.saves_output and n.recipe:
             self._release(n)
         self._settle_recompute(n)
@@ -271,6 +272,13 @@ class _Recompute:
     def _settle_recompute(self, n: Node) -> None:
         # a needed recipe node that was never recomputed will not be now: its claims lapse
         if n.recipe and n.id not in self.counts and n in self.needed:
-            for p in n.parents:
-                if p is not None:
-                    self._release(p)
+            for p in _fetched(n):
+                self._release(p)
+
+
+def _fetched(n: Node) -> list[Node]:
+    """The parents whose values a ``Balanced`` node reads from them rather than holding."""
+    held = n.inputs
+    return [
+        p for i, p in enumerate(n.parents) if p is not None and (held is None or held[i] is None)
+    ]

@@ -164,17 +164,31 @@ def record(
             b,
         )
         return t
-    # a parent is fetchable at backward time if it keeps or can recompute its value
-    fetch = [p is not None and (p.balanced or p.spec is None) for p in parents]
-    recipe = spec.memory_bound and all(fetch)
+    # Balanced: a memory-bound op with tracked parents keeps a recipe (its forward, its parents)
+    # and recomputes its value on demand. Every node holds only the values it will read: the
+    # raw inputs from parents that are neither recipes nor leaves (for its backward rule, or
+    # for its recompute when it is a recipe), and its own output when its rule reads it. A
+    # recipe parent's value is recomputed, a leaf's read from the leaf; a compute-bound output
+    # that no child reads is not held by the graph.
+    recipe = spec.memory_bound
+    if recipe:
+        for p in parents:
+            if p is None:  # an untracked value can't be recomputed later
+                recipe = False
+                break
     inputs = None
-    if spec.saves_inputs and not all(fetch):
-        inputs = tuple([None if f else r for f, r in zip(fetch, raws)])
+    if recipe or spec.saves_inputs:
+        inputs = tuple(
+            [
+                None if p is not None and (p.recipe or p.spec is None) else r
+                for p, r in zip(parents, raws)
+            ]
+        )
     t._node = Node(
         spec,
         parents,
         inputs,
-        None if recipe else out,
+        out if spec.saves_output and not recipe else None,
         attrs,
         tuple([r.shape for r in raws]),
         b,

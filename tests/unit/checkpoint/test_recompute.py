@@ -162,11 +162,25 @@ def test_compute_bound_outputs_and_leaves_kept_memory_bound_not(device: em.Devic
     m = x @ w
     t = m.tanh()
     s = t.sum_dim(1)
-    assert m._node is not None and m._node.output is not None  # compute-bound: kept
-    assert m._node.inputs is None  # its tracked inputs are fetched, not copied
-    assert t._node is not None and t._node.recipe and t._node.output is None
-    assert s._node is not None and s._node.output is not None
+    assert m._node is not None and t._node is not None and s._node is not None
+    assert m._node.inputs == (None, None)  # its tracked inputs are read from the leaves
+    # compute-bound: kept, held by the recipe child that recomputes from it
+    assert t._node.recipe and t._node.output is None
+    assert t._node.inputs is not None and t._node.inputs[0] is m._data
+    assert s._node.inputs is None  # sum's rule reads nothing: the tanh is never recomputed
     assert x._node is not None and x._node.output is not None  # leaves keep their value
+
+
+def test_compute_bound_output_no_child_reads_is_not_held(device: em.Device) -> None:
+    """A kept output costs memory only while something will read it."""
+    dev = _dev(device, Strategy.Balanced)
+    x = _leaf(np.ones((3, 4), np.float32), dev)
+    h = x.sum_dim(1)  # compute-bound, read by nothing below
+    y = h.cast(em.float64)  # compute-bound, its rule reads nothing either
+    assert h._node is not None and h._node.output is None and h._node.inputs is None
+    assert y._node is not None and y._node.output is None and y._node.inputs is None
+    g = y.sum().backward()
+    np.testing.assert_array_equal(x.grad(g).to_numpy(), np.ones((3, 4)))
 
 
 def test_memory_bound_op_with_untracked_parent_keeps_output(device: em.Device) -> None:
@@ -176,11 +190,16 @@ def test_memory_bound_op_with_untracked_parent_keeps_output(device: em.Device) -
     y = x * c
     n = y._node
     assert n is not None and not n.recipe
-    assert n.output is not None
     assert n.inputs is not None and n.inputs[0] is None and n.inputs[1] is not None
+    # its output is kept for the children that read it: a recipe child holds it
+    r = y.tanh()._node
+    assert r is not None and r.recipe and r.inputs is not None and r.inputs[0] is y._data
     plain = em.Tensor.full((2, 3), 3.0, device=device)  # a plain operand, lifted as a constant
-    z = (x.exp() + plain)._node
-    assert z is not None and not z.recipe and z.output is not None
+    e = x.exp() + plain
+    z = e._node
+    assert z is not None and not z.recipe
+    r2 = e.sin()._node
+    assert r2 is not None and r2.inputs is not None and r2.inputs[0] is e._data
 
 
 def test_random_masks_kept_never_redrawn(device: em.Device) -> None:
