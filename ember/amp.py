@@ -3,7 +3,10 @@
 Parameters and optimizer state stay float32. Inside ``autocast(dtype)`` every op on the
 low-precision list casts its float inputs to ``dtype`` (the casts are ops of the graph, so the
 gradients reaching float32 parameters are float32), and every op on the full-precision list
-(softmax, normalisation, losses) casts low-precision inputs up to float32. An elementwise op
+(softmax, normalisation, losses) casts low-precision inputs up to float32. The cross-entropy rows
+are on neither list: they read low-precision logits directly, compute in float32 inside the kernel
+and return a float32 loss, so no float32 copy of the (often largest) logits tensor is made or kept,
+and the logits' gradient comes back in their own dtype. An elementwise op
 between a low-precision tensor and a smaller float32 operand that broadcasts over it (a bias)
 runs in low precision, as a fused ``addmm`` bias would; two full-size operands of different
 precision (a residual stream) promote to float32 as usual. Backward kernels run in the dtype their
@@ -53,8 +56,6 @@ FULL_PRECISION_OPS = frozenset(
     {
         "softmax",
         "log_softmax",
-        "cross_entropy",
-        "cross_entropy_soft",
         "nll_loss",
         "layer_norm",
         "rms_norm",
@@ -72,7 +73,9 @@ class Policy:
     Args:
         dtype: ``em.bfloat16`` or ``em.float16``: the compute dtype of ``low_precision`` ops.
         low_precision: Op names computed in ``dtype`` (default ``LOW_PRECISION_OPS``).
-        full_precision: Op names computed in float32 (default ``FULL_PRECISION_OPS``).
+        full_precision: Op names whose float16/bfloat16 inputs are cast up to float32 (default
+            ``FULL_PRECISION_OPS``). ``cross_entropy`` and ``cross_entropy_soft`` need no entry:
+            their kernels read low-precision logits and compute in float32 themselves.
     """
 
     def __init__(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..amp import current_policy
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from ..tensor import checks
@@ -103,6 +104,17 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     return loss
 
 
+def _in_dtype(loss: Tensor, x: Tensor) -> Tensor:
+    """The reduced ``loss`` in ``x``'s dtype outside ``autocast``; float32 inside.
+
+    The cross-entropy rows return float32 for float16/bfloat16 logits (they compute in float32):
+    without a mixed-precision policy the loss keeps the logits' dtype, as every other op does.
+    """
+    if loss.dtype is x.dtype or current_policy() is not None:
+        return loss
+    return loss.cast(x.dtype)
+
+
 def _operands(op: str, x: Tensor, other: Tensor) -> None:
     """Same device and, for two autodiff tensors, one strategy (errors that name ``op``)."""
     if other._dev is not x._dev:
@@ -183,15 +195,15 @@ def _index_loss(
     if row == "cross_entropy":
         loss = loss[:, 0]  # the row also returns each row's logsumexp (kept for its backward)
     if reduction == "none":
-        return loss.reshape(out_shape)
+        return _in_dtype(loss.reshape(out_shape), x)
     total = loss.sum()
     if reduction == "sum":
-        return total
+        return _in_dtype(total, x)
     # the mean runs over the rows that are not ignored (NaN when every row is)
     if a is None:  # counted on the device: 0 valid rows give 0 / 0 = NaN
-        return total / (t != ignore_index).cast(total.dtype).sum()
+        return _in_dtype(total / (t != ignore_index).cast(total.dtype).sum(), x)
     valid = int((a != ignore_index).sum())
-    return total / valid if valid else total * float("nan")
+    return _in_dtype(total / valid if valid else total * float("nan"), x)
 
 
 def cross_entropy(
@@ -204,7 +216,9 @@ def cross_entropy(
 ) -> Tensor:
     """Cross-entropy of unnormalised scores against class indices or class probabilities.
 
-    One fused row (log-softmax, pick, smoothing; backward softmax - target).
+    One fused row (log-softmax, pick, smoothing; backward softmax - target). float16/bfloat16
+    scores are read directly and the loss is computed in float32: it is float32 under
+    ``ember.amp.autocast`` and cast back to the scores' dtype outside it.
 
     Args:
         input: Scores (N, C), (C,) or (N, C, d1, ...).
@@ -228,7 +242,7 @@ def cross_entropy(
         t = target if target.dtype is x.dtype else target.cast(x.dtype)
         rows, tr, out_shape = _rows(op, x, t, soft=True)
         loss = apply(OPS["cross_entropy_soft"], (rows, tr), {"label_smoothing": label_smoothing})
-        return _reduce(loss.reshape(out_shape), reduction)
+        return _in_dtype(_reduce(loss.reshape(out_shape), reduction), x)
     _class_target(op, x, target)
     attrs = {"label_smoothing": float(label_smoothing)}
     return _index_loss(op, "cross_entropy", x, target, ignore_index, reduction, attrs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -286,3 +287,40 @@ def test_fused_attention_backward_reuses_the_forward_for_strided_inputs(
     )
     for got, exp in zip(grads[:3], want_grads[:3]):
         np.testing.assert_allclose(got.numpy(), exp, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("where", PLACES)
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_cross_entropy_kernels_read_half_logits(where: str, low: str, eps: float) -> None:
+    b = em.Device.torch(where).b
+    half = np.dtype(ml_dtypes.bfloat16) if low == "bfloat16" else np.dtype(np.float16)
+    x = (_n(9, 70) * 3).astype(half)
+    target = _i(70, 9)
+    target[3] = -100
+    xt, tt = b.from_numpy(x), b.from_numpy(target)
+    out_np = NP.cross_entropy(x, target, -100, eps)
+    out_t = b.cross_entropy(xt, tt, -100, eps)
+    # float32 results, computed in float32 from the half logits as they are
+    want = NP.cross_entropy(x.astype(np.float32), target, -100, eps)
+    assert out_np.dtype == np.float32 and out_t.dtype == torch.float32
+    np.testing.assert_allclose(out_np, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(b.to_numpy(out_t), want, rtol=1e-6, atol=1e-6)
+    grad = _rng.normal(size=(9, 2)).astype(np.float32)
+    g32 = NP.cross_entropy_backward(grad, x.astype(np.float32), target, want, -100, eps)
+    g_np = NP.cross_entropy_backward(grad, x, target, out_np, -100, eps)
+    g_t = b.cross_entropy_backward(b.from_numpy(grad), xt, tt, out_t, -100, eps)
+    # the gradient comes back in the logits' dtype: one rounding (NumPy), or a few (torch's
+    # softmax and in-place updates in the low-precision buffer)
+    assert g_np.dtype == half and g_t.dtype == b.from_numpy(x).dtype
+    np.testing.assert_array_equal(g_np, g32.astype(half))
+    # error bound: a few units in the last place of each term of g_soft softmax - g_loss t
+    x32 = x.astype(np.float32)
+    soft = np.exp(x32 - x32.max(1, keepdims=True))
+    soft /= soft.sum(1, keepdims=True)
+    g_loss = np.abs(np.where(target != -100, grad[:, 0], 0))[:, None]
+    terms = soft * (g_loss + np.abs(grad[:, 1:])) + g_loss * eps / 70
+    terms[np.arange(9), np.where(target != -100, target, 0)] += g_loss[:, 0]
+    tol = 2.0**-7 if low == "bfloat16" else 2.0**-9
+    err = np.abs(b.to_numpy(g_t).astype(np.float32) - g32)
+    assert (err <= tol * (np.abs(g32) + terms) + 1e-7).all(), err.max()

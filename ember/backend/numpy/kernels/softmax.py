@@ -10,6 +10,12 @@ import numpy as np
 from .pool import _as_rows, _parallel_rows
 
 _SHIFT_LIMIT = 32.0  # |shift| up to here rounds to float32 within 2e-6
+_F32 = np.dtype(np.float32)
+
+
+def _acc(dtype: np.dtype) -> np.dtype:
+    """float32 for float16/bfloat16 logits (their rows compute and return in it), else ``dtype``."""
+    return _F32 if dtype.itemsize < 4 else dtype
 
 
 def _exp_rows(xb: np.ndarray, out: np.ndarray, ones: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,17 +134,22 @@ def cross_entropy(
     logits: np.ndarray, target: np.ndarray, ignore_index: int, label_smoothing: float
 ) -> np.ndarray:
     """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
-    the row's logsumexp, which the backward reuses instead of a second max/sum pass."""
+    the row's logsumexp, which the backward reuses instead of a second max/sum pass.
+
+    float16/bfloat16 logits give a float32 result: each row block is upcast as it is read.
+    """
     r, c = logits.shape
-    out = np.empty((r, 2), dtype=logits.dtype)
+    acc = _acc(logits.dtype)
+    half = acc != logits.dtype
+    out = np.empty((r, 2), dtype=acc)
     valid = target != ignore_index
     safe = np.where(valid, target, 0)
     eps = label_smoothing
 
-    ones = np.ones(c, dtype=logits.dtype)
+    ones = np.ones(c, dtype=acc)
 
     def block(lo: int, hi: int) -> None:
-        xb = logits[lo:hi]
+        xb = logits[lo:hi].astype(acc) if half else logits[lo:hi]
         lse = _logsumexp_rows(xb, ones)
         picked = xb[np.arange(hi - lo), safe[lo:hi]]
         if eps:
@@ -173,12 +184,15 @@ def cross_entropy_backward(
 
     d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax. The
     softmax is exp(x - lse) with the kept logsumexp, so no max or sum pass is needed.
+    float16/bfloat16 logits: each block is computed in float32 and cast to the logits' dtype.
     """
     r, c = logits.shape
+    acc = _acc(logits.dtype)
+    half = acc != logits.dtype
     gx = np.empty_like(logits)
     valid = target != ignore_index
     safe = np.where(valid, target, 0)
-    g_loss = np.where(valid, grad[:, 0], 0).astype(logits.dtype, copy=False)
+    g_loss = np.where(valid, grad[:, 0], 0).astype(acc, copy=False)
     g_soft = g_loss + grad[:, 1]
     lse = out[:, 1]
     eps = label_smoothing
@@ -192,11 +206,12 @@ def cross_entropy_backward(
         else:
             shift = lse.astype(np.float64)
     exact = ~(np.abs(shift) <= _SHIFT_LIMIT) & (g_soft != 0)
-    shift32 = np.where(exact, 0.0, shift).astype(logits.dtype)
+    shift32 = np.where(exact, 0.0, shift).astype(acc)
 
     def block(lo: int, hi: int) -> None:
-        o = gx[lo:hi]
-        np.subtract(logits[lo:hi], shift32[lo:hi, None], out=o)
+        xb = logits[lo:hi].astype(acc) if half else logits[lo:hi]
+        o = np.empty_like(xb) if half else gx[lo:hi]
+        np.subtract(xb, shift32[lo:hi, None], out=o)
         with np.errstate(over="ignore"):
             np.exp(o, out=o)
         if not folded:
@@ -204,7 +219,7 @@ def cross_entropy_backward(
         redo = exact[lo:hi]
         if redo.any():
             # large logits: the max-shifted softmax, as in the forward's slow path
-            rows = logits[lo:hi][redo]
+            rows = xb[redo]
             e = np.exp(rows - rows.max(axis=1, keepdims=True))
             e *= (g_soft[lo:hi][redo] / e.sum(axis=1))[:, None]
             o[redo] = e
@@ -212,28 +227,34 @@ def cross_entropy_backward(
         o[np.arange(hi - lo), safe[lo:hi]] -= (1 - eps) * gb
         if eps:
             o -= (eps / c * gb)[:, None]
+        if half:
+            gx[lo:hi] = o
 
     _parallel_rows(r, c, block)
     return gx
 
 
 def cross_entropy_soft(logits: np.ndarray, probs: np.ndarray, label_smoothing: float) -> np.ndarray:
-    """Per-row loss -sum_c t_c log_softmax(x)_c of (R, C) logits against (R, C) probabilities."""
-    logp = log_softmax(logits, 1)
-    t = _smooth(probs, label_smoothing)
+    """Per-row loss -sum_c t_c log_softmax(x)_c of (R, C) logits against (R, C) probabilities
+    (float32 for float16/bfloat16 logits, computed in float32)."""
+    acc = _acc(logits.dtype)
+    logp = log_softmax(logits.astype(acc, copy=False), 1)
+    t = _smooth(probs.astype(acc, copy=False), label_smoothing)
     return np.asarray(-(t * logp).sum(axis=1))
 
 
 def cross_entropy_soft_backward(
     grad: np.ndarray, logits: np.ndarray, probs: np.ndarray, label_smoothing: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    logp = log_softmax(logits, 1)
-    t = _smooth(probs, label_smoothing)
+    acc = _acc(logits.dtype)
+    logp = log_softmax(logits.astype(acc, copy=False), 1)
+    t = _smooth(probs.astype(acc, copy=False), label_smoothing)
     g = grad[:, None]
     # d/dx_j = sum(t) softmax_j - t_j;  d/dt_j = -(1 - eps) log_softmax_j
     gx = (np.exp(logp) * t.sum(axis=1, keepdims=True) - t) * g
     gt = logp * (-(1 - label_smoothing) * g)
-    return gx, gt
+    # half inputs: computed in float32, the gradients return to the inputs' dtypes
+    return gx.astype(logits.dtype, copy=False), gt.astype(probs.dtype, copy=False)
 
 
 def _smooth(probs: np.ndarray, eps: float) -> np.ndarray:

@@ -20,23 +20,37 @@ def log_softmax_backward(grad: Tensor, out: Tensor, dim: int) -> Tensor:
     return aten._log_softmax_backward_data(grad, out, dim, out.dtype)
 
 
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _acc(dtype: torch.dtype) -> torch.dtype | None:
+    """float32 for float16/bfloat16 logits (the dtype their rows accumulate and return in)."""
+    return torch.float32 if dtype in _HALF else None
+
+
 def cross_entropy(
     logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
 ) -> Tensor:
     """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
-    the row's logsumexp (as x_t - log_softmax(x)_t: NaN where the target's logit is infinite)."""
+    the row's logsumexp (as x_t - log_softmax(x)_t: NaN where the target's logit is infinite).
+
+    float16/bfloat16 logits are read as they are and the result is float32: the log-softmax runs
+    in float32 into a transient buffer (torch may also convert the input to float32 for it), so
+    no float32 copy of the logits outlives the call.
+    """
+    acc = _acc(logits.dtype)
     target = target.long()
     valid = target != ignore_index
     safe = torch.where(valid, target, 0).unsqueeze(1)
     # one fused log-softmax pass (logsumexp takes max, subtract, exp and sum passes over the
     # (R, C) logits, the largest tensor of a language model); lse = x_t - log_softmax(x)_t
-    picked_logp = torch.gather(torch.log_softmax(logits, 1), 1, safe).squeeze(1)
-    picked = torch.gather(logits, 1, safe).squeeze(1)
+    picked_logp = torch.gather(torch.log_softmax(logits, 1, dtype=acc), 1, safe).squeeze(1)
+    picked = torch.gather(logits, 1, safe).squeeze(1).to(picked_logp.dtype)
     lse = picked - picked_logp
     eps = label_smoothing
     if eps:
         # smoothed target: (1 - eps) on the label, eps / C spread over every class
-        loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1)
+        loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1, dtype=acc)
     else:
         loss = -picked_logp
     return torch.stack((torch.where(valid, loss, 0), lse), 1)
@@ -54,18 +68,23 @@ def cross_entropy_backward(
 
     d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax, from one
     fused softmax pass (fewer passes over the logits than exp(x - lse) with the kept logsumexp).
+    The gradient has the logits' dtype: for float16/bfloat16 the softmax accumulates in float32
+    and writes the low-precision buffer, and the per-row scalars are cast to it.
     """
+    dt = logits.dtype
     target = target.long()
     valid = target != ignore_index
     safe = torch.where(valid, target, 0).unsqueeze(1)
-    g_loss = torch.where(valid, grad[:, 0], 0).to(logits.dtype)
-    g_soft = g_loss + grad[:, 1]
-    # in place on one fresh (R, C) buffer: the logits of a language model are the largest tensor
+    g_loss = torch.where(valid, grad[:, 0], 0)
+    g_soft = (g_loss + grad[:, 1]).to(dt)
+    # in place on one fresh (R, C) buffer: the logits of a language model are the largest tensor.
+    # Full (R, C) passes: softmax (read x, write gx), mul_ (read and write gx), and with label
+    # smoothing one sub_; scatter_add_ touches one element per row.
     gx = torch.softmax(logits, 1)
     gx.mul_(g_soft.unsqueeze(1))
-    gx.scatter_add_(1, safe, (g_loss * -(1 - label_smoothing)).unsqueeze(1))
+    gx.scatter_add_(1, safe, (g_loss * -(1 - label_smoothing)).to(dt).unsqueeze(1))
     if label_smoothing:
-        gx.sub_((g_loss * (label_smoothing / logits.shape[1])).unsqueeze(1))
+        gx.sub_((g_loss * (label_smoothing / logits.shape[1])).to(dt).unsqueeze(1))
     return gx
 
 
@@ -76,21 +95,24 @@ def _smooth(probs: Tensor, eps: float) -> Tensor:
 
 
 def cross_entropy_soft(logits: Tensor, probs: Tensor, label_smoothing: float) -> Tensor:
-    """Per-row loss -sum_c t_c log_softmax(x)_c of (R, C) logits against (R, C) probabilities."""
-    logp = torch.log_softmax(logits, 1)
-    return -(_smooth(probs, label_smoothing) * logp).sum(1)
+    """Per-row loss -sum_c t_c log_softmax(x)_c of (R, C) logits against (R, C) probabilities
+    (float32 for float16/bfloat16 logits, computed in float32)."""
+    acc = _acc(logits.dtype)
+    logp = torch.log_softmax(logits, 1, dtype=acc)
+    return -(_smooth(probs.to(logp.dtype), label_smoothing) * logp).sum(1)
 
 
 def cross_entropy_soft_backward(
     grad: Tensor, logits: Tensor, probs: Tensor, label_smoothing: float
 ) -> tuple[Tensor, Tensor]:
-    logp = torch.log_softmax(logits, 1)
-    t = _smooth(probs, label_smoothing)
+    logp = torch.log_softmax(logits, 1, dtype=_acc(logits.dtype))
+    t = _smooth(probs.to(logp.dtype), label_smoothing)
     g = grad.unsqueeze(1)
     # d/dx_j = sum(t) softmax_j - t_j;  d/dt_j = -(1 - eps) log_softmax_j
     gx = (torch.exp(logp) * t.sum(1, keepdim=True) - t) * g
     gt = logp * (g * -(1 - label_smoothing))
-    return gx, gt
+    # half inputs: computed in float32, the gradients return to the inputs' dtypes
+    return gx.to(logits.dtype), gt.to(probs.dtype)
 
 
 def nll_loss(logp: Tensor, target: Tensor, ignore_index: int) -> Tensor:
