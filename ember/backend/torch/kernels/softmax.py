@@ -28,6 +28,29 @@ def _acc(dtype: torch.dtype) -> torch.dtype | None:
     return torch.float32 if dtype in _HALF else None
 
 
+# rows per block of the log-softmax scratch: at most this many float32 elements (256 MB) live
+# at once, so a language model's (R, C) logits never get a full-size float32 companion
+_SCRATCH_ELEMENTS = 1 << 26
+
+
+def _picked_log_softmax(logits: Tensor, safe: Tensor, acc: torch.dtype | None) -> Tensor:
+    """log_softmax(logits)[r, safe[r]] for each row, in ``acc`` (or the logits' dtype).
+
+    Rows are independent, so blocks of rows give the same bits as one call; blocking bounds
+    the transient log-softmax buffer (and torch's float32 conversion of bfloat16 input).
+    """
+    r, c = logits.shape
+    step = max(1, _SCRATCH_ELEMENTS // max(c, 1))
+    if r <= step:
+        return torch.gather(torch.log_softmax(logits, 1, dtype=acc), 1, safe).squeeze(1)
+    return torch.cat(
+        [
+            torch.gather(torch.log_softmax(logits[lo : lo + step], 1, dtype=acc), 1, s).squeeze(1)
+            for lo, s in zip(range(0, r, step), safe.split(step))
+        ]
+    )
+
+
 def cross_entropy(
     logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
 ) -> Tensor:
@@ -35,8 +58,8 @@ def cross_entropy(
     the row's logsumexp (as x_t - log_softmax(x)_t: NaN where the target's logit is infinite).
 
     float16/bfloat16 logits are read as they are and the result is float32: the log-softmax runs
-    in float32 into a transient buffer (torch may also convert the input to float32 for it), so
-    no float32 copy of the logits outlives the call.
+    in float32 over blocks of rows (``_SCRATCH_ELEMENTS``), so no float32 copy of the logits
+    exists at any time.
     """
     acc = _acc(logits.dtype)
     target = target.long()
@@ -44,7 +67,7 @@ def cross_entropy(
     safe = torch.where(valid, target, 0).unsqueeze(1)
     # one fused log-softmax pass (logsumexp takes max, subtract, exp and sum passes over the
     # (R, C) logits, the largest tensor of a language model); lse = x_t - log_softmax(x)_t
-    picked_logp = torch.gather(torch.log_softmax(logits, 1, dtype=acc), 1, safe).squeeze(1)
+    picked_logp = _picked_log_softmax(logits, safe, acc)
     picked = torch.gather(logits, 1, safe).squeeze(1).to(picked_logp.dtype)
     lse = picked - picked_logp
     eps = label_smoothing
