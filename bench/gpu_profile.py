@@ -77,12 +77,18 @@ def measure(run: Callable[[], Any], tdev: torch.device, steps: int, top: int) ->
             run()
         torch.cuda.synchronize(tdev)
     kern: dict[str, list[float]] = {}
+    spans: list[tuple[float, float, str]] = []
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             kern.setdefault(e.name, []).append(e.time_range.elapsed_us())
+            if not e.name.startswith("Optimizer."):  # annotations are not kernels
+                spans.append((e.time_range.start, e.time_range.end, e.name))
     total_us = sum(sum(v) for v in kern.values())
     rows = sorted(kern.items(), key=lambda kv: -sum(kv[1]))[:top]
+    idle, gaps = _idle(spans)
     return {
+        "idle_ms": round(idle / steps / 1e3, 3),
+        "gaps": gaps,
         "wall_ms": round(statistics.median(wall), 3),
         "host_ms": round(statistics.median(host), 3),
         "kernels": round(sum(len(v) for v in kern.values()) / steps, 1),
@@ -94,6 +100,45 @@ def measure(run: Callable[[], Any], tdev: torch.device, steps: int, top: int) ->
     }
 
 
+def _idle(spans: list[tuple[float, float, str]]) -> tuple[float, list[str]]:
+    """Microseconds the GPU sat idle between the first and last kernel, and the longest gaps
+    (with the kernels on either side)."""
+    spans.sort()
+    idle = 0.0
+    gaps: list[tuple[float, str]] = []
+    end = spans[0][1] if spans else 0.0
+    prev = spans[0][2] if spans else ""
+    for s, e, name in spans[1:]:
+        if s > end:
+            idle += s - end
+            gaps.append((s - end, f"{s - end:8.1f} us  {prev[:60]}  ->  {name[:60]}"))
+        if e > end:
+            end, prev = e, name
+    gaps.sort(key=lambda g: -g[0])
+    return idle, [g[1] for g in gaps[:12]]
+
+
+def copies(run: Callable[[], Any], tdev: torch.device, steps: int = 2) -> list[str]:
+    """Where a step's device copies come from: ``aten::copy_`` calls with CUDA kernels, grouped
+    by input shapes and the innermost ember frames that made them."""
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize(tdev)
+    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with profile(activities=acts, record_shapes=True, with_stack=True) as prof:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize(tdev)
+    found: dict[str, int] = {}
+    for e in prof.events():
+        if e.name != "aten::copy_" or not e.kernels:
+            continue
+        frames = [f for f in e.stack if "ember/" in f or "bench/" in f][:3]
+        key = f"{e.input_shapes} <- {' <- '.join(frames)}"
+        found[key] = found.get(key, 0) + 1
+    return [f"{n / steps:5.1f}x {k}" for k, n in sorted(found.items(), key=lambda kv: -kv[1])]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default="small,gpt2")
@@ -101,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--balanced", action="store_true", help="also profile ember under Balanced")
     p.add_argument("--out", default=None, help="folder for profile.json")
+    p.add_argument("--copies", action="store_true", help="list ember's device copies and callers")
     args = p.parse_args(argv)
     dev = parse_device("cuda")
     tdev = dev.b.device
@@ -115,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.balanced:
             runners["ember_balanced"] = lambda c=cfg: _ember_runner(c, dev, True)
+        if args.copies:
+            print(f"== {name}/ember copies per step")
+            for line in copies(_ember_runner(cfg, dev, False), tdev):
+                print("  ", line)
         for impl, make in runners.items():
             r = measure(make(), tdev, args.steps, args.top)
             results[f"{name}/{impl}"] = r
@@ -125,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             for row in r["top"]:
                 print(f"   {row['ms']:8.3f} ms {row['n']:6.1f}x  {row['name']}")
+            print(f"   GPU idle {r['idle_ms']} ms per step; longest gaps:")
+            for g in r["gaps"]:
+                print("     ", g)
             torch.cuda.empty_cache()
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

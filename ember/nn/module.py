@@ -148,8 +148,13 @@ class Module:
             yield from d[name].named_parameters(f"{prefix}.{name}" if prefix else name)
 
     def parameters(self) -> Iterator[Param]:
-        for _, p in self.named_parameters():
-            yield p
+        """Every ``Param``, in ``named_parameters`` order (walked without building names)."""
+        stack: list[Module] = [self]
+        while stack:
+            d = stack.pop().__dict__
+            for name in d["_param_names"]:
+                yield d[name]
+            stack.extend(d[m] for m in reversed(d["_module_names"]))
 
     def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         d = self.__dict__

@@ -284,9 +284,10 @@ def _fused_backward(
             grad.contiguous(), q, k, v, out, lse, 0.0, is_causal, scale=scale
         )
     elif kind == "flash":
+        # the CUDA kernels take the gradient in any layout, as PyTorch's autograd hands it over
         out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = res
         gq, gk, gv = aten._scaled_dot_product_flash_attention_backward(
-            grad.contiguous(),
+            grad,
             q,
             k,
             v,
@@ -305,7 +306,7 @@ def _fused_backward(
     else:
         out, lse, seed, offset = res
         gq, gk, gv, _ = aten._scaled_dot_product_efficient_attention_backward(
-            grad.contiguous(),
+            grad,
             q,
             k,
             v,
