@@ -55,9 +55,17 @@ class Adam(Optimizer):
         return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}
 
     def update_many(
-        self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
+        self,
+        lr: float,
+        params: list[Tensor],
+        grads: list[Tensor],
+        states: list[State],
+        *,
+        owned: bool = False,
     ) -> list[tuple[Tensor, State]] | None:
-        """All parameters in one multi-tensor kernel where the backend has one (torch)."""
+        """All parameters in one multi-tensor kernel where the backend has one (torch).
+
+        With ``owned`` the moments are updated in their own buffers (no copy of them)."""
         fn = getattr(params[0]._dev.b, "adam_many", None) if params else None
         steps = {int(st.get("step", 0)) for st in states}
         fresh = all("exp_avg" not in st for st in states)
@@ -79,6 +87,7 @@ class Adam(Optimizer):
             self.eps,
             self.weight_decay,
             self.decoupled,
+            owned,
         )
         dev = params[0]._dev
         out = []

@@ -33,6 +33,10 @@ class Optimizer:
     def __init__(self, *, grad_clipping: GradientClipping | None = None) -> None:
         self.grad_clipping = grad_clipping
         self._state: dict[ParamId, State] = {}
+        # parameters whose state tensors were handed out (state_of, state_dict) or came in
+        # (load_state_dict): someone else may hold them, so their next update must not write
+        # into them. Every other state tensor is the optimizer's alone.
+        self._shared: set[ParamId] = set()
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
         """New value and state of one parameter (plain tensors in, plain tensors out)."""
@@ -53,10 +57,20 @@ class Optimizer:
         return v
 
     def update_many(
-        self, lr: float, params: list[Tensor], grads: list[Tensor], states: list[State]
+        self,
+        lr: float,
+        params: list[Tensor],
+        grads: list[Tensor],
+        states: list[State],
+        *,
+        owned: bool = False,
     ) -> list[tuple[Tensor, State]] | None:
         """``update`` of all parameters of one device in one go, for optimizers with a
-        multi-tensor kernel; ``None`` (the default) means one ``update`` per parameter."""
+        multi-tensor kernel; ``None`` (the default) means one ``update`` per parameter.
+
+        ``owned``: no one but the optimizer holds the tensors in ``states``, so the update may
+        write the new state into them (no copy); the parameters themselves are never written.
+        """
         return None
 
     def step(self, lr: float, module: Module, grads: GradientsParams) -> Module:
@@ -85,13 +99,20 @@ class Optimizer:
             elif _off_device(state, x):
                 state = _move(state, x)
             groups.setdefault(x._dev, []).append((p, x, g, state))
+        shared = self._shared
         for group in groups.values():
+            owned = not any(i[0].id in shared for i in group)
             many = self.update_many(
-                lr, [i[1] for i in group], [i[2] for i in group], [i[3] for i in group]
+                lr,
+                [i[1] for i in group],
+                [i[2] for i in group],
+                [i[3] for i in group],
+                owned=owned,
             )
             for j, (p, x, g, state) in enumerate(group):
                 group[j] = None  # the old value and gradient can go once this one is updated
                 new, states[p.id] = many[j] if many is not None else self.update(lr, x, g, state)
+                shared.discard(p.id)  # the new state is the optimizer's own
                 p._replace(new)  # back in, with the parameter's autodiff context
         return module
 
@@ -100,6 +121,8 @@ class Optimizer:
         """``module``'s parameter state as ``"<param name>/<key>" -> tensor`` (ints: int64)."""
         out: dict[str, Tensor] = {}
         for name, p in module.named_parameters():
+            if p.id in self._state:
+                self._shared.add(p.id)
             for key, v in self._state.get(p.id, {}).items():
                 if isinstance(v, Tensor):
                     out[f"{name}/{key}"] = v
@@ -132,10 +155,17 @@ class Optimizer:
                 f"{type(module).__name__}: {unknown}. Load it into the model it was saved with."
             )
         self._state.update(loaded)
+        self._shared.update(loaded)  # the caller's tensors: never written in place
 
     def state_of(self, param_id: ParamId) -> State | None:
-        """The state kept for one parameter (``None`` before its first step)."""
-        return self._state.get(param_id)
+        """The state kept for one parameter (``None`` before its first step).
+
+        Its tensors are values: later steps never change them (the next update copies).
+        """
+        state = self._state.get(param_id)
+        if state is not None:
+            self._shared.add(param_id)
+        return state
 
 
 def _off_device(state: State, x: Tensor) -> bool:

@@ -521,17 +521,19 @@ class TorchBackend:
         eps: float,
         weight_decay: float,
         decoupled: bool,
+        donate_moments: bool = False,
     ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """One Adam / AdamW step of many parameters with ``torch._foreach`` kernels.
 
-        Returns new parameters and moments (the inputs are left unchanged), the same values as
-        ``ember.optim.Adam.update`` per parameter. ``exp_avgs`` / ``exp_avg_sqs`` are ``None``
-        on the first step.
+        Returns new parameters and moments, the same values as ``ember.optim.Adam.update`` per
+        parameter. The inputs are left unchanged, except the moments with ``donate_moments``
+        (the caller holds their only references): the fused kernel then updates them in place.
+        ``exp_avgs`` / ``exp_avg_sqs`` are ``None`` on the first step.
         """
         if _fusable(params, grads):
             return self._adam_fused(
                 params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps, weight_decay,
-                decoupled,
+                decoupled, donate_moments,
             )  # fmt: skip
         # the multi-tensor fast path needs matching dense layouts (a linear layer's weight
         # gradient arrives transposed); otherwise torch falls back to one kernel per tensor
@@ -570,17 +572,20 @@ class TorchBackend:
         eps: float,
         weight_decay: float,
         decoupled: bool,
+        donate_moments: bool = False,
     ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """``adam_many`` through ATen's fused Adam / AdamW kernel (one pass over all tensors).
 
-        The kernel updates in place, so it runs on copies (one multi-tensor copy each of the
-        parameters and moments): the inputs stay unchanged, as ember's tensors are values.
+        The kernel updates in place, so it runs on a copy of the parameters (one multi-tensor
+        copy): ember's tensors are values. The moments are copied too unless donated.
         """
         grads = [g.contiguous() for g in grads]
         new = list(torch._foreach_mul([p.contiguous() for p in params], 1.0))
         if exp_avgs is None or exp_avg_sqs is None:
             m = [torch.zeros_like(p) for p in new]
             v = [torch.zeros_like(p) for p in new]
+        elif donate_moments and all(t.is_contiguous() for t in (*exp_avgs, *exp_avg_sqs)):
+            m, v = list(exp_avgs), list(exp_avg_sqs)
         else:
             m = list(torch._foreach_mul(exp_avgs, 1.0))
             v = list(torch._foreach_mul(exp_avg_sqs, 1.0))
