@@ -8,6 +8,7 @@ gradient clipping by global norm 1.0, AdamW (weight decay 0.01).
 
 Usage:
     python bench/host_gpt.py [--vocab 256] [--steps 30] [--rounds 7] [--threads 1] [--profile]
+    python bench/host_gpt.py --phases     # forward / backward / optimizer medians of both sides
 
 Prints the median step time of each side per round (rounds alternate ember and torch) and the
 median over rounds of the ember / torch ratio. ``--profile`` prints a cProfile of ember steps.
@@ -20,6 +21,7 @@ import cProfile
 import pstats
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,16 +48,25 @@ def ember_runner(cfg: Config) -> Callable[[], Any]:
     tgt = em.Tensor.from_data(torch.randint(0, cfg.vocab, shape, generator=g).numpy(), device=dev)
     state = {"model": model}
 
-    def step() -> Any:
+    def step(clock: list[float] | None = None) -> Any:
         m = state["model"]
         logits = m(idx)
         B, T, V = logits.shape
         loss = F.cross_entropy(logits.reshape((B * T, V)), tgt.reshape((B * T,)))
-        grads = em.optim.GradientsParams.from_grads(loss.backward(), m)
+        _tick(clock)
+        g = loss.backward()
+        _tick(clock)
+        grads = em.optim.GradientsParams.from_grads(g, m)
         state["model"] = optim.step(3e-4, m, grads)
+        _tick(clock)
         return loss
 
     return step
+
+
+def _tick(clock: list[float] | None) -> None:
+    if clock is not None:
+        clock.append(time.perf_counter())
 
 
 def torch_runner(cfg: Config) -> Callable[[], Any]:
@@ -67,13 +78,16 @@ def torch_runner(cfg: Config) -> Callable[[], Any]:
     idx = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block_size), generator=g)
     tgt = torch.randint(0, cfg.vocab, (cfg.batch, cfg.block_size), generator=g)
 
-    def step() -> Any:
+    def step(clock: list[float] | None = None) -> Any:
         logits = model(idx)
         loss = TF.cross_entropy(logits.view(-1, cfg.vocab), tgt.view(-1))
+        _tick(clock)
         loss.backward()
+        _tick(clock)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optim.step()
         optim.zero_grad(set_to_none=True)
+        _tick(clock)
         return loss
 
     return step
@@ -86,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--phases", action="store_true", help="median time of each step phase")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     cfg = Config(6, 64, 8, 32, 2, args.vocab, bf16=False)
@@ -93,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(5):
         ember_step()
         torch_step()
+    if args.phases:
+        for name, run in (("ember", ember_step), ("torch", torch_step)):
+            parts: list[list[float]] = [[], [], []]
+            for _ in range(args.steps * args.rounds):
+                clock = [time.perf_counter()]
+                run(clock)
+                for i in range(3):
+                    parts[i].append((clock[i + 1] - clock[i]) * 1e3)
+            f, b, o = (statistics.median(x) for x in parts)
+            print(f"{name}: forward+loss {f:.3f} ms  backward {b:.3f} ms  optimizer {o:.3f} ms")
+        return 0
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
