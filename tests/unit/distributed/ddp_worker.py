@@ -1,7 +1,8 @@
 """One rank of the 2-process DDP test (started by test_ddp.py, directly or through torchrun).
 
-Usage: python ddp_worker.py OUT.npz. Trains ``Net`` for a few steps on this rank's half of each
-batch with ``DistributedDataParallel`` (Gloo, small buckets), and rank 0 writes the parameters.
+Usage: python ddp_worker.py OUT.npz [gloo|nccl]. Trains ``Net`` for a few steps on this rank's
+half of each batch with ``DistributedDataParallel`` (small buckets), and rank 0 writes the
+parameters. Gloo runs on torch CPU; NCCL on this rank's GPU (``cuda:LOCAL_RANK``).
 """
 
 from __future__ import annotations
@@ -41,12 +42,16 @@ def optimizers() -> dict[str, object]:
     return {"sgd": em.optim.SGD(momentum=0.9), "adam": em.optim.Adam()}
 
 
-def main(out: str) -> None:
-    group = ProcessGroup.from_env("gloo", timeout_s=60)
+def main(out: str, backend: str = "gloo") -> None:
+    group = ProcessGroup.from_env(backend, timeout_s=60)
     dev = group.device()
-    assert dev == em.Device.torch("cpu") and group.world_size == 2
+    where = f"cuda:{group.local_rank}" if backend == "nccl" else "cpu"
+    want = em.Device.torch(where)
+    assert dev == want and group.world_size == 2
+    tdev = dev.b.device
     summed = group.all_reduce(
-        [torch.full((2,), group.rank + 1.0), torch.tensor([group.rank])], average=False
+        [torch.full((2,), group.rank + 1.0, device=tdev), torch.tensor([group.rank], device=tdev)],
+        average=False,
     )
     assert summed[0].tolist() == [3.0, 3.0] and summed[1].tolist() == [1]
     ddp = DistributedDataParallel(group, bucket_mb=200 / 2**20)  # ~200 bytes: several buckets
@@ -70,4 +75,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

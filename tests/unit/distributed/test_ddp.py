@@ -62,11 +62,23 @@ def _check(path: Path) -> None:
 
 
 def test_two_gloo_processes_equal_one_process(tmp_path: Path) -> None:
+    _two_processes(tmp_path, "gloo")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs"
+)
+def test_two_nccl_processes_on_two_gpus_equal_one_process(tmp_path: Path) -> None:
+    _two_processes(tmp_path, "nccl")
+
+
+def _two_processes(tmp_path: Path, backend: str) -> None:
     out = tmp_path / "params.npz"
     port = str(_free_port())
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(out)],
+            [sys.executable, str(WORKER), str(out), backend],
             env=_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_PORT=port),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
