@@ -27,6 +27,7 @@ from ..tensor.creation import Distribution
 from ..tensor.dispatch import apply, unify
 from ..tensor.tensor import Tensor
 from .losses import (
+    _FLOAT_DTYPES,
     _const,
     _float,
     _index_range,
@@ -42,7 +43,11 @@ from .losses import (
     smooth_l1_loss,
 )
 
+# attrs that are the same on every call, shared by the nodes they are recorded on (which never
+# modify them)
 _NO_ATTRS: dict[str, Any] = {}
+_GELU_ATTRS = {"none": {"approximate": "none"}, "tanh": {"approximate": "tanh"}}
+_LINEAR, _LAYER_NORM, _ATTENTION = OPS["linear"], OPS["layer_norm"], OPS["attention"]
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -154,7 +159,7 @@ def relu(x: Tensor) -> Tensor:
         >>> relu(em.tensor([-1.0, 2.0])).tolist()
         [0.0, 2.0]
     """
-    return apply(OPS["relu"], (_float("relu", x),), {})
+    return apply(OPS["relu"], (_float("relu", x),), _NO_ATTRS)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -164,19 +169,23 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
         >>> round(gelu(em.tensor([1.0])).item(), 4)
         0.8413
     """
-    if approximate not in ("none", "tanh"):
+    if approximate == "tanh":
+        attrs = _GELU_ATTRS["tanh"]
+    elif approximate == "none":
+        attrs = _GELU_ATTRS["none"]
+    else:
         raise ShapeError(f"gelu: expected approximate 'none' or 'tanh', got {approximate!r}.")
-    return apply(OPS["gelu"], (_float("gelu", x),), {"approximate": approximate})
+    return apply(OPS["gelu"], (_float("gelu", x),), attrs)
 
 
 def silu(x: Tensor) -> Tensor:
     """x * sigmoid(x) (also called swish)."""
-    return apply(OPS["silu"], (_float("silu", x),), {})
+    return apply(OPS["silu"], (_float("silu", x),), _NO_ATTRS)
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """1 / (1 + exp(-x)) elementwise."""
-    return apply(OPS["sigmoid"], (_float("sigmoid", x),), {})
+    return apply(OPS["sigmoid"], (_float("sigmoid", x),), _NO_ATTRS)
 
 
 def tanh(x: Tensor) -> Tensor:
@@ -236,6 +245,28 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Returns:
         Shape (*, out_features).
     """
+    if type(x) is Tensor and type(weight) is Tensor:
+        # the common case (float operands of one dtype and matching sizes), read off the raw
+        # arrays; anything else takes the checks below, which raise the errors
+        xd, wd = x._data, weight._data
+        dt = xd.dtype
+        if (
+            dt in _FLOAT_DTYPES
+            and wd.dtype == dt
+            and wd.ndim == 2
+            and xd.ndim
+            and xd.shape[-1] == wd.shape[1]
+        ):
+            if bias is None:
+                return apply(_LINEAR, (x, weight, _none_operand(x)), _NO_ATTRS)
+            if type(bias) is Tensor:
+                bd = bias._data
+                if bd.dtype == dt and bd.ndim == 1 and bd.shape[0] == wd.shape[0]:
+                    return apply(_LINEAR, (x, weight, bias), _NO_ATTRS)
+    return _linear_checked(x, weight, bias)
+
+
+def _linear_checked(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     x = _float("linear", x)
     weight = _float("linear", weight, "weight")
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
@@ -244,7 +275,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"input's last size, got input {x.shape} and weight {weight.shape}. The weight is "
             "[out, in], as in PyTorch."
         )
-    spec = OPS["linear"]
+    spec = _LINEAR
     if bias is not None:
         bias = _float("linear", bias, "bias")
         if bias.shape != (weight.shape[0],):
@@ -274,16 +305,16 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
     """
     indices = _tensor("embedding", indices, "indices")
     weight = _float("embedding", weight, "weight")
-    if indices.dtype.is_float or indices.dtype.is_bool:
-        raise DTypeError(
-            f"embedding: expected int indices, got {indices.dtype.name}. Convert with .int()."
-        )
-    if weight.ndim != 2:
+    dt = indices.dtype
+    if dt.is_float or dt.is_bool:
+        raise DTypeError(f"embedding: expected int indices, got {dt.name}. Convert with .int().")
+    wd = weight._data
+    if wd.ndim != 2:
         raise ShapeError(
             f"embedding: expected a 2-D weight (num_embeddings, dim), got shape {weight.shape}."
         )
-    _index_range("embedding", indices, weight.shape[0], None)
-    return apply(OPS["embedding"], (indices, weight), {})
+    _index_range("embedding", indices, wd.shape[0], None)
+    return apply(OPS["embedding"], (indices, weight), _NO_ATTRS)
 
 
 # ---------------------------------------------------------------- convolution
@@ -578,13 +609,36 @@ def layer_norm(
         x: (*, *normalized_shape).
         weight, bias: Of shape ``normalized_shape``, or None (ones / zeros).
     """
+    if type(x) is Tensor and type(weight) is Tensor and type(bias) is Tensor:
+        # the common case (float operands of one dtype, the weight and bias of the normalised
+        # shape), read off the raw arrays; anything else takes the checks below
+        xd, wd = x._data, weight._data
+        bd = bias._data
+        dt = xd.dtype
+        ws = wd.shape
+        k = len(ws)
+        if (
+            dt in _FLOAT_DTYPES
+            and wd.dtype == dt
+            and bd.dtype == dt
+            and k
+            and bd.shape == ws
+            and xd.shape[-k:] == ws
+            and (
+                ws == normalized_shape
+                if type(normalized_shape) is tuple
+                else k == 1 and type(normalized_shape) is int and ws[0] == normalized_shape
+            )
+        ):
+            attrs = {"normalized_ndim": k, "eps": float(eps)}
+            return apply(_LAYER_NORM, (x, weight, bias), attrs)
     op = "layer_norm"
     x = _float(op, x)
     shape = _norm_shape(op, x, normalized_shape)
     w = _affine(op, x, weight, shape, "weight", 1.0)
     b = _affine(op, x, bias, shape, "bias", 0.0)
     attrs = {"normalized_ndim": len(shape), "eps": float(eps)}
-    return apply(OPS["layer_norm"], (x, w, b), attrs)
+    return apply(_LAYER_NORM, (x, w, b), attrs)
 
 
 def rms_norm(
@@ -699,6 +753,31 @@ def scaled_dot_product_attention(
     Returns:
         (*, L, Ev). A query row whose keys are all masked out gives NaN, as in PyTorch's math path.
     """
+    if type(q) is Tensor and type(k) is Tensor and type(v) is Tensor:
+        # the common case (no mask or dropout; float q, k, v of one dtype, device and strategy,
+        # with the same batch dims), read off the raw arrays; anything else takes the checks
+        qd, kd, vd = q._data, k._data, v._data
+        qs, ks, vs = qd.shape, kd.shape, vd.shape
+        dt = qd.dtype
+        if (
+            attn_mask is None
+            and dropout_p == 0.0
+            and dt in _FLOAT_DTYPES
+            and kd.dtype == dt
+            and vd.dtype == dt
+            and k._dev is q._dev
+            and v._dev is q._dev
+            and k._strategy is q._strategy
+            and v._strategy is q._strategy
+            and len(qs) == len(ks) == len(vs) >= 2
+            and qs[:-2] == ks[:-2] == vs[:-2]
+            and qs[-1] == ks[-1]
+            and ks[-2] == vs[-2]
+        ):
+            none = _none_operand(q)
+            s = 1.0 / math.sqrt(qs[-1]) if scale is None else float(scale)
+            attrs = {"scale": s, "is_causal": bool(is_causal)}
+            return apply(_ATTENTION, (q, k, v, none, none), attrs)
     op = "scaled_dot_product_attention"
     q = _float(op, q, "q")
     k = _float(op, k, "k")
@@ -744,6 +823,4 @@ def scaled_dot_product_attention(
             score_shape, Distribution.bernoulli(1.0 - dropout_p), device=q.device, dtype=q.dtype
         ) * (1.0 / (1.0 - dropout_p))
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    return apply(
-        OPS["attention"], (q, k, v, bias, keep), {"scale": s, "is_causal": bool(is_causal)}
-    )
+    return apply(_ATTENTION, (q, k, v, bias, keep), {"scale": s, "is_causal": bool(is_causal)})

@@ -37,8 +37,13 @@ def _tensor(op: str, x: Any, what: str = "input") -> Tensor:
 
 
 def _float(op: str, x: Any, what: str = "input") -> Tensor:
-    if type(x) is Tensor and x._dev.b.is_float(x._data):  # the common case, without properties
-        return x
+    if type(x) is Tensor:  # the common case, without properties
+        dt = x._data.dtype
+        if dt in _FLOAT_DTYPES:
+            return x
+        if x._dev.b.is_float(x._data):
+            _FLOAT_DTYPES.add(dt)
+            return x
     t = _tensor(op, x, what)
     if not t.dtype.is_float:
         raise DTypeError(
@@ -66,17 +71,29 @@ def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
 
 
 _CONSTANTS: dict[tuple[Device, DType, tuple[int, ...], float], Tensor] = {}
+# the backends' float storage dtypes met so far (whether a dtype is float depends on it alone):
+# a set lookup is much cheaper than asking the backend on every call
+_FLOAT_DTYPES: set[Any] = set()
 
 
-def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> np.ndarray | None:
-    """Check int ``indices`` lie in [0, n) (``ignore_index`` allowed); returns them in NumPy.
+def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> int | None:
+    """Check int ``indices`` lie in [0, n) (``ignore_index`` allowed); returns how many of them
+    are not ``ignore_index``.
 
     On a CUDA device reading the indices back would stall every training step, so the check is
     left to the kernels (a device-side assert) and ``None`` is returned.
     """
-    if indices.device.is_cuda:
+    dev = indices._dev
+    if dev.is_cuda:
         return None
-    a = indices.to_numpy()
+    a = dev.b.to_numpy_view(indices._data)  # only read here: no copy needed
+    if not a.size:
+        return 0
+    lo, hi = int(a.min()), int(a.max())
+    if lo >= 0 and hi < n:  # the common case: two reductions instead of masks over every value
+        if ignore_index is None or not lo <= ignore_index <= hi:
+            return int(a.size)
+        return int(np.count_nonzero(a != ignore_index))
     bad = (a < 0) | (a >= n)
     if ignore_index is not None:
         bad &= a != ignore_index
@@ -87,7 +104,7 @@ def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> 
             f"{op}: index {v} is out of range; expected values in [0, {n}){extra}. "
             "Check the labels or the number of classes / embeddings."
         )
-    return a
+    return int(a.size) if ignore_index is None else int(np.count_nonzero(a != ignore_index))
 
 
 def _reduction(op: str, reduction: str) -> str:
@@ -145,22 +162,24 @@ def _rows(op: str, x: Tensor, target: Tensor, soft: bool) -> tuple[Tensor, Tenso
 
     Returns the rows, the flattened target, and the per-row output shape (N, d1, ...).
     """
-    if x.ndim == 0:
+    shape = x.shape
+    ndim = len(shape)
+    if ndim == 0:
         raise ShapeError(f"{op}: expected input (C,), (N, C) or (N, C, d1, ...), got a 0-d tensor.")
-    if x.ndim == 1:
+    if ndim == 1:
         return x.unsqueeze_dim(0), target.unsqueeze_dim(0), ()
-    c = x.shape[1]
-    want = x.shape if soft else (x.shape[0], *x.shape[2:])
+    c = shape[1]
+    out_shape = (shape[0], *shape[2:])
+    want = shape if soft else out_shape
     if target.shape != want:
         kind = "class probabilities" if soft else "class indices"
         raise ShapeError(
-            f"{op}: expected {kind} of shape {want} for input {x.shape}, got target {target.shape}."
+            f"{op}: expected {kind} of shape {want} for input {shape}, got target {target.shape}."
         )
-    out_shape = (x.shape[0], *x.shape[2:])
-    if x.ndim == 2:
+    if ndim == 2:
         return x, target, out_shape
     # (N, C, d1, ...) -> (N, d1, ..., C) -> (R, C)
-    dims = (0, *range(2, x.ndim), 1)
+    dims = (0, *range(2, ndim), 1)
     rows = x.permute(dims).reshape((-1, c))
     t = target.permute(dims).reshape((-1, c)) if soft else target.reshape((-1,))
     return rows, t, out_shape
@@ -189,8 +208,7 @@ def _index_loss(
     attrs: dict[str, Any],
 ) -> Tensor:
     rows, t, out_shape = _rows(op, x, target, soft=False)
-    c = rows.shape[1]
-    a = _index_range(op, t, c, ignore_index)
+    valid = _index_range(op, t, rows._data.shape[1], ignore_index)
     loss = apply(OPS[row], (rows, t), {"ignore_index": int(ignore_index), **attrs})
     if row == "cross_entropy":
         loss = loss[:, 0]  # the row also returns each row's logsumexp (kept for its backward)
@@ -200,9 +218,8 @@ def _index_loss(
     if reduction == "sum":
         return _in_dtype(total, x)
     # the mean runs over the rows that are not ignored (NaN when every row is)
-    if a is None:  # counted on the device: 0 valid rows give 0 / 0 = NaN
+    if valid is None:  # counted on the device: 0 valid rows give 0 / 0 = NaN
         return _in_dtype(total / (t != ignore_index).cast(total.dtype).sum(), x)
-    valid = int((a != ignore_index).sum())
     return _in_dtype(total / valid if valid else total * float("nan"), x)
 
 

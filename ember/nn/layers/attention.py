@@ -98,11 +98,16 @@ class MultiHeadAttention(Module):
             v = F.linear(value, *parts[2])
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
         t, s = q.shape[2], k.shape[2]
-        mask = _combine_masks(query, t, s, key_padding_mask, attn_mask, is_causal)
         causal_only = is_causal and key_padding_mask is None and attn_mask is None
+        # a causal mask alone is the row's own is_causal: no mask tensor to build
+        mask = (
+            None
+            if causal_only
+            else _combine_masks(query, t, s, key_padding_mask, attn_mask, is_causal)
+        )
         p = self.dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if causal_only else mask, dropout_p=p, is_causal=causal_only
+            q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal_only
         )
         b = out.shape[0]
         out = out.swap_dims(1, 2).reshape((b, t, e))  # (B, H, T, D) -> (B, T, E)
