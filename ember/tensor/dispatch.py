@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from numbers import Number
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 _BAL = GradientCheckpointingStrategy.Balanced
 _ANY = Domain.ANY
 _new = object.__new__
+_node_of = attrgetter("_node")
+_shape_of = attrgetter("shape")
 _NO_ATTRS: dict[str, Any] = {}
 # set by ``ember.amp.autocast`` while a mixed-precision policy is active: (spec, tensors) ->
 # tensors, casting operands to the dtype the policy computes ``spec`` in
@@ -41,12 +44,6 @@ def wrap(cls: type[Tensor], data: Any, dev: Any, strategy: Any = None, node: Any
     return t
 
 
-def _check_dtypes(spec: OpSpec, b: Any, raws: Any) -> None:
-    for r in raws:
-        if not b.is_float(r):
-            checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(r))
-
-
 def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, Any]) -> Tensor:
     """Run ``spec`` on tensors ``xs`` (one per input; all of a list-input op's tensors)."""
     if autocast is not None:
@@ -55,36 +52,68 @@ def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, 
         return apply1(spec, xs[0], attrs)
     t0 = xs[0]
     dev = t0._dev
-    b = dev.b
-    strategy = None
+    strategy = t0._strategy
     raws = []
+    parents = []
     for x in xs:
         if x._dev is not dev:
             checks.same_device(spec.name, dev, x._dev)
         s = x._strategy
-        if s is not None:
-            if strategy is None:
-                strategy = s
-            elif s is not strategy:
+        if s is not strategy and s is not None:
+            if strategy is not None:
                 raise checks.same_strategy(spec.name, strategy, s)
+            strategy = s
         raws.append(x._data)
+        parents.append(x._node)
+    b = dev.b
     if spec.dtypes is not _ANY:
-        _check_dtypes(spec, b, raws)
+        is_float = b.is_float
+        for x in xs:  # a tracked tensor is float: only leaves and float results carry nodes
+            if x._node is None and not is_float(x._data):
+                checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(x._data))
     fn = b.table[spec.name]
-    out = fn(raws, *attrs.values()) if spec.arity == -1 else fn(*raws, *attrs.values())
+    if spec.arity == -1:
+        out = fn(raws, *attrs.values())
+    elif attrs:
+        out = fn(*raws, *attrs.values())
+    else:
+        out = fn(*raws)
     if type(out) is not b.array_type:
         out = b.asarray(out)
-    if strategy is None:
-        return wrap(t0.__class__, out, dev)
-    return record(spec, xs, raws, out, attrs, strategy, dev)
+    t = _new(t0.__class__)
+    t._data = out
+    t._dev = dev
+    t._strategy = strategy
+    t._node = None
+    # a node only for a float result of a differentiable row with a tracked input
+    if (
+        strategy is None
+        or spec.backward is None
+        or parents.count(None) == len(parents)
+        or not b.is_float(out)
+    ):
+        return t
+    if strategy is _BAL:
+        t._node = _balanced(spec, tuple(parents), raws, out, attrs, b)
+        return t
+    t._node = Node(
+        spec,
+        tuple(parents),
+        tuple(raws) if spec.saves_inputs else None,
+        out if spec.saves_output else None,
+        attrs,
+        tuple(map(_shape_of, raws)),
+        b,
+    )
+    return t
 
 
 def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
-    """``apply`` for one input: the hot path of unary and tensor-scalar ops."""
+    """``apply`` for one input: the hot path of unary and layout ops (no autocast here)."""
     data = x._data
     dev = x._dev
     b = dev.b
-    if spec.dtypes is not _ANY and not b.is_float(data):
+    if spec.dtypes is not _ANY and x._node is None and not b.is_float(data):
         checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(data))
     if attrs:
         out = b.table[spec.name](data, *attrs.values())
@@ -92,23 +121,17 @@ def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
         out = b.table[spec.name](data)
     if type(out) is not b.array_type:
         out = b.asarray(out)
-    strategy = x._strategy
-    if strategy is None:
-        return wrap(x.__class__, out, dev)
-    return _record1(spec, x, data, out, attrs, strategy, dev)
-
-
-def _record1(
-    spec: OpSpec, x: Tensor, data: Any, out: Any, attrs: dict[str, Any], strategy: Any, dev: Any
-) -> Tensor:
-    """``record`` for one input, inlined for the common Disabled case (the per-op hot path)."""
-    p = x._node
-    if p is None or strategy is _BAL or spec.backward is None or not dev.b.is_float(out):
-        return record(spec, (x,), (data,), out, attrs, strategy, dev)
     t = _new(x.__class__)
     t._data = out
     t._dev = dev
-    t._strategy = strategy
+    strategy = t._strategy = x._strategy
+    p = x._node  # None for a plain tensor
+    if p is None or spec.backward is None or not b.is_float(out):
+        t._node = None
+        return t
+    if strategy is _BAL:
+        t._node = _balanced(spec, (p,), (data,), out, attrs, b)
+        return t
     t._node = Node(
         spec,
         (p,),
@@ -116,7 +139,35 @@ def _record1(
         out if spec.saves_output else None,
         attrs,
         (data.shape,),
-        dev.b,
+        b,
+    )
+    return t
+
+
+def _record1(
+    spec: OpSpec, x: Tensor, data: Any, out: Any, attrs: dict[str, Any], strategy: Any, dev: Any
+) -> Tensor:
+    """``record`` for one input, inlined for the common Disabled case (the per-op hot path)."""
+    t = _new(x.__class__)
+    t._data = out
+    t._dev = dev
+    t._strategy = strategy
+    p = x._node
+    b = dev.b
+    if p is None or spec.backward is None or not b.is_float(out):
+        t._node = None
+        return t
+    if strategy is _BAL:
+        t._node = _balanced(spec, (p,), (data,), out, attrs, b)
+        return t
+    t._node = Node(
+        spec,
+        (p,),
+        (data,) if spec.saves_inputs else None,
+        out if spec.saves_output else None,
+        attrs,
+        (data.shape,),
+        b,
     )
     return t
 
@@ -138,44 +189,40 @@ def record(
     t._node = None
     if spec.backward is None:
         return t
-    if len(xs) == 1:
-        p = xs[0]._node
-        if p is None:
-            return t
-        parents: tuple[Node | None, ...] = (p,)
-    else:
-        parents = tuple([x._node for x in xs])
-        for p in parents:
-            if p is not None:
-                break
-        else:
-            return t
+    parents = tuple(map(_node_of, xs))
+    if parents.count(None) == len(parents):
+        return t
     b = dev.b
     if not b.is_float(out):
         return t
-    if strategy is not _BAL:
-        t._node = Node(
-            spec,
-            parents,
-            tuple(raws) if spec.saves_inputs else None,
-            out if spec.saves_output else None,
-            attrs,
-            tuple([r.shape for r in raws]),
-            b,
-        )
+    if strategy is _BAL:
+        t._node = _balanced(spec, parents, raws, out, attrs, b)
         return t
-    # Balanced: a memory-bound op with tracked parents keeps a recipe (its forward, its parents)
-    # and recomputes its value on demand. Every node holds only the values it will read: the
-    # raw inputs from parents that are neither recipes nor leaves (for its backward rule, or
-    # for its recompute when it is a recipe), and its own output when its rule reads it. A
-    # recipe parent's value is recomputed, a leaf's read from the leaf; a compute-bound output
-    # that no child reads is not held by the graph.
-    recipe = spec.memory_bound
-    if recipe:
-        for p in parents:
-            if p is None:  # an untracked value can't be recomputed later
-                recipe = False
-                break
+    t._node = Node(
+        spec,
+        parents,
+        tuple(raws) if spec.saves_inputs else None,
+        out if spec.saves_output else None,
+        attrs,
+        tuple(map(_shape_of, raws)),
+        b,
+    )
+    return t
+
+
+def _balanced(
+    spec: OpSpec, parents: tuple[Node | None, ...], raws: Any, out: Any, attrs: Any, b: Any
+) -> Node:
+    """The node of an op recorded under ``Balanced``.
+
+    A memory-bound op with tracked parents keeps a recipe (its forward, its parents) and
+    recomputes its value on demand. Every node holds only the values it will read: the raw
+    inputs from parents that are neither recipes nor leaves (for its backward rule, or for its
+    recompute when it is a recipe), and its own output when its rule reads it. A recipe parent's
+    value is recomputed, a leaf's read from the leaf; a compute-bound output that no child reads
+    is not held by the graph.
+    """
+    recipe = spec.memory_bound and None not in parents  # an untracked value can't be recomputed
     inputs = None
     if recipe or spec.saves_inputs:
         inputs = tuple(
@@ -184,18 +231,17 @@ def record(
                 for p, r in zip(parents, raws)
             ]
         )
-    t._node = Node(
+    return Node(
         spec,
         parents,
         inputs,
         out if spec.saves_output and not recipe else None,
         attrs,
-        tuple([r.shape for r in raws]),
+        tuple(map(_shape_of, raws)),
         b,
         recipe=recipe,
         balanced=True,
     )
-    return t
 
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
@@ -291,22 +337,42 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     if c._dev is not dev:
         checks.same_device(spec.name, dev, c._dev)
     b = dev.b
-    if spec.dtypes is not _ANY and not b.is_float(x):
+    if spec.dtypes is not _ANY and a._node is None and not b.is_float(x):
         checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(x))
     out = b.table[spec.name](x, y)
     if type(out) is not b.array_type:
         out = b.asarray(out)
-    sa = a._strategy
+    strategy = a._strategy
     sc = c._strategy
-    if sa is None:
-        if sc is None:
-            return wrap(a.__class__, out, dev)
-        strategy = sc
-    else:
-        strategy = sa
-        if sc is not None and sc is not sa:
-            raise checks.same_strategy(spec.name, sa, sc)
-    return record(spec, (a, c), (x, y), out, _NO_ATTRS, strategy, dev)
+    if sc is not strategy:
+        if strategy is None:
+            strategy = sc
+        elif sc is not None:
+            raise checks.same_strategy(spec.name, strategy, sc)
+    t = _new(a.__class__)
+    t._data = out
+    t._dev = dev
+    t._strategy = strategy
+    t._node = None
+    if strategy is None:
+        return t
+    pa = a._node
+    pc = c._node
+    if (pa is None and pc is None) or spec.backward is None or not b.is_float(out):
+        return t
+    if strategy is _BAL:
+        t._node = _balanced(spec, (pa, pc), (x, y), out, _NO_ATTRS, b)
+        return t
+    t._node = Node(
+        spec,
+        (pa, pc),
+        (x, y) if spec.saves_inputs else None,
+        out if spec.saves_output else None,
+        _NO_ATTRS,
+        (x.shape, y.shape),
+        b,
+    )
+    return t
 
 
 def as_scalar(op: str, value: Any) -> int | float | bool:

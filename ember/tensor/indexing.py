@@ -29,6 +29,15 @@ def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
     """
     if not isinstance(key, tuple):
         key = (key,)
+    for k in key:
+        t = type(k)
+        if t is not int and t is not slice:
+            break
+    else:  # only ints and slices (the common keys): nothing to expand, one axis each
+        used = len(key)
+        if used > len(shape):
+            raise _too_many(used, shape)
+        return _normalize(shape, key, used)
     from .tensor import Tensor
 
     if any(isinstance(k, (Tensor, list)) for k in key):
@@ -38,43 +47,66 @@ def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
         raise ShapeError("index: at most one ... (Ellipsis) is allowed in a key.")
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
     if used > len(shape):
-        raise ShapeError(
-            f"index: too many indices ({used}) for a tensor of rank {len(shape)} (shape {shape})."
-        )
+        raise _too_many(used, shape)
+    return _normalize(shape, key, used)
+
+
+def _too_many(used: int, shape: tuple[int, ...]) -> ShapeError:
+    return ShapeError(
+        f"index: too many indices ({used}) for a tensor of rank {len(shape)} (shape {shape})."
+    )
+
+
+def _normalize(shape: tuple[int, ...], key: Key, used: int) -> Key:
     out: list[Any] = []
     axis = 0
+    full = True  # every entry a full slice ``:``, so the key selects everything
     for k in key:
-        if k is Ellipsis:
+        if type(k) is int:
+            i = k
+        elif k is Ellipsis:
             out.append(k)
             axis += len(shape) - used
+            full = False
+            continue
         elif k is None:
             out.append(k)
+            full = False
+            continue
         elif isinstance(k, slice):
             bounds = []
             for v in (k.start, k.stop, k.step):
-                i = None if v is None else _as_int(v)
-                if v is not None and i is None:
+                b = None if v is None else _as_int(v)
+                if v is not None and b is None:
                     raise DTypeError(f"index: slice bounds must be ints or None, got {v!r}.")
-                bounds.append(i)
+                bounds.append(b)
             if bounds[2] is not None and bounds[2] <= 0:
                 raise ShapeError(
                     f"index: slice step must be positive, got {k.step}. Use flip(dims) to reverse."
                 )
+            if full and bounds != _FULL:
+                full = False
             out.append(slice(*bounds))
             axis += 1
-        elif (i := _as_int(k)) is not None:
-            n = shape[axis]
-            if not -n <= i < n:
-                raise ShapeError(
-                    f"index: index {i} is out of range for axis {axis} of size {n} (shape {shape})."
-                )
-            out.append(i + n if i < 0 else i)
-            axis += 1
+            continue
+        elif (j := _as_int(k)) is not None:
+            i = j
         else:
             raise DTypeError(
                 f"index: expected ints, slices, None, ... or int/bool tensors, got "
                 f"{type(k).__name__}."
             )
-    if all(isinstance(k, slice) and k == slice(None) for k in out):
+        n = shape[axis]
+        if not -n <= i < n:
+            raise ShapeError(
+                f"index: index {i} is out of range for axis {axis} of size {n} (shape {shape})."
+            )
+        out.append(i + n if i < 0 else i)
+        axis += 1
+        full = False
+    if full:
         return ()
     return tuple(out)
+
+
+_FULL = [None, None, None]

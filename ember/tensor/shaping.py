@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from . import checks
-from .dispatch import apply
+from . import dispatch as _dispatch
+from .dispatch import _record1, apply, wrap
 
 _INDEX = OPS["index"]
 
@@ -122,6 +123,39 @@ def _piece(x: Tensor, d: int, start: int, length: int) -> Tensor:
     return apply(_INDEX, (x,), {"key": (slice(None),) * d + (slice(start, start + length),)})
 
 
+def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
+    """Consecutive ``index`` pieces of ``step`` along ``d`` (the last holds the remainder).
+
+    Each piece is its own ``index`` row, as ``narrow`` records it. Outside autocast their
+    values come from one ``split_sizes`` kernel where the backend says that is the cheaper way
+    (``cheap_split``: the same views), else from the row's kernel per piece.
+    """
+    starts = range(0, size, step)
+    if len(starts) < 2 or _dispatch.autocast is not None:
+        return [_piece(x, d, s, min(step, size - s)) for s in starts]
+    data = x._data
+    dev = x._dev
+    b = dev.b
+    lead = (slice(None),) * d
+    keys = [(*lead, slice(s, min(s + step, size))) for s in starts]
+    if getattr(b, "cheap_split", False):
+        outs = b.split_sizes(data, [min(step, size - s) for s in starts], d)
+    else:
+        index = b.table["index"]
+        outs = [index(data, key) for key in keys]
+    strategy = x._strategy
+    cls = x.__class__
+    pieces = []
+    for key, out in zip(keys, outs):
+        if type(out) is not b.array_type:
+            out = b.asarray(out)
+        if strategy is None:
+            pieces.append(wrap(cls, out, dev))
+        else:
+            pieces.append(_record1(_INDEX, x, data, out, {"key": key}, strategy, dev))
+    return pieces
+
+
 def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
     """Split ``dim`` into pieces of ``ceil(size / chunks)``, the last possibly smaller.
 
@@ -132,13 +166,12 @@ def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
         >>> [c.shape for c in em.Tensor.zeros((5,)).chunk(3)]
         [(2,), (2,), (1,)]
     """
-    d = checks.dim("chunk", dim, self.ndim)
+    d = checks.dim("chunk", dim, self._data.ndim)
     n = _int_arg("chunk", "chunks", chunks, lo=1)
-    size = self.shape[d]
+    size = self._data.shape[d]
     if size == 0:
         return [self.narrow(d, 0, 0) for _ in range(n)]
-    step = -(-size // n)
-    return [_piece(self, d, s, min(step, size - s)) for s in range(0, size, step)]
+    return _pieces(self, d, size, -(-size // n))
 
 
 def split(self: Tensor, split_size: int, dim: int = 0) -> list[Tensor]:
@@ -148,9 +181,9 @@ def split(self: Tensor, split_size: int, dim: int = 0) -> list[Tensor]:
         >>> [c.shape for c in em.Tensor.zeros((5,)).split(2)]
         [(2,), (2,), (1,)]
     """
-    d = checks.dim("split", dim, self.ndim)
+    d = checks.dim("split", dim, self._data.ndim)
     step = _int_arg("split", "split_size", split_size, lo=1)
-    size = self.shape[d]
+    size = self._data.shape[d]
     if size == 0:
         return [self]
-    return [_piece(self, d, s, min(step, size - s)) for s in range(0, size, step)]
+    return _pieces(self, d, size, step)

@@ -380,7 +380,8 @@ class Tensor:
 
     def grad(self, grads: Gradients) -> Tensor | None:
         """This require-grad leaf's gradient in ``grads`` (a plain tensor), or ``None``."""
-        _check_gradients("grad", grads)
+        if not isinstance(grads, Gradients):
+            _check_gradients("grad", grads)
         n = self._node
         if n is None or n.requirement is not _GRAD:
             return None
@@ -391,7 +392,8 @@ class Tensor:
 
     def grad_remove(self, grads: Gradients) -> Tensor | None:
         """Pop this leaf's gradient from ``grads`` (``None`` if absent)."""
-        _check_gradients("grad_remove", grads)
+        if not isinstance(grads, Gradients):
+            _check_gradients("grad_remove", grads)
         n = self._node
         if n is None or n.requirement is not _GRAD:
             return None
@@ -400,7 +402,8 @@ class Tensor:
 
     def grad_replace(self, grads: Gradients, grad: Tensor) -> None:
         """Set this leaf's entry in ``grads`` to the plain tensor ``grad``."""
-        _check_gradients("grad_replace", grads)
+        if not isinstance(grads, Gradients):
+            _check_gradients("grad_replace", grads)
         if self._strategy is None:
             raise AutodiffError(
                 "grad_replace: expected an autodiff tensor, got a plain one; plain tensors have no "
@@ -614,7 +617,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
-        norm = normalize_key(self.shape, key)
+        norm = normalize_key(tuple(self._data.shape), key)
         if norm is None:  # int or bool tensors (or lists) in the key
             return index_with_tensors(self, key)
         if not norm:

@@ -119,6 +119,8 @@ class TorchBackend:
 
     name = "torch"
     array_type = torch.Tensor
+    # one split_sizes call makes the views of several pieces faster than indexing each one
+    cheap_split = True
 
     def __init__(self, where: str = "cpu") -> None:
         self.placement = where
@@ -142,11 +144,10 @@ class TorchBackend:
     def dtype_of(self, x: Tensor) -> DType:
         return _FROM_TORCH[x.dtype]
 
-    is_float = staticmethod(torch.is_floating_point)  # dispatch calls it on every op
-
-    def scalar_ok(self, x: Tensor) -> bool:
-        """Float tensors keep their dtype for a Python scalar operand in torch kernels."""
-        return x.is_floating_point()
+    # dispatch calls it on every op: the method descriptor skips torch's argument parser
+    is_float = staticmethod(Tensor.is_floating_point)
+    # float tensors keep their dtype for a Python scalar operand in torch kernels
+    scalar_ok = staticmethod(Tensor.is_floating_point)
 
     def asarray(self, x: Any) -> Tensor:
         if isinstance(x, torch.Tensor):
@@ -191,13 +192,16 @@ class TorchBackend:
     # ---------------------------------------------------------------- engine helpers
     def sum_to_shape(self, x: Tensor, shape: Shape) -> Tensor:
         """Sum a broadcast gradient back to ``shape``."""
-        if x.shape == shape:
+        src = x.shape
+        if src == shape:
             return x
-        lead = x.ndim - len(shape)
-        dims = list(range(lead)) + [
-            i + lead for i, n in enumerate(shape) if n == 1 and x.shape[i + lead] != 1
-        ]
-        out = x.sum(dim=dims, keepdim=True) if dims else x
+        lead = len(src) - len(shape)
+        inner = None
+        if 1 in shape:  # broadcast size-1 dims of the target, summed with keepdim
+            inner = [i + lead for i, n in enumerate(shape) if n == 1 and src[i + lead] != 1]
+        if not inner:  # only leading dims (a bias gradient): one sum, no reshape
+            return torch.sum(x, list(range(lead))) if lead > 0 else x
+        out = torch.sum(x, list(range(lead)) + inner, keepdim=True)
         if lead:
             out = out.reshape(shape)
         return out
@@ -340,7 +344,7 @@ class TorchBackend:
         return torch.stack(list(xs), dim)
 
     def split_sizes(self, x: Tensor, sizes: Sequence[int], dim: int) -> list[Tensor]:
-        return list(torch.split(x, list(sizes), dim))
+        return list(x.split_with_sizes(list(sizes), dim))  # no Python layers of torch.split
 
     # ---------------------------------------------------------------- with a Python scalar
     add_scalar = staticmethod(torch.add)

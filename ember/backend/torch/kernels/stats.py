@@ -19,35 +19,43 @@ Pair = tuple[int, int]
 aten = torch.ops.aten
 
 
-def _layout(t: Tensor) -> tuple[Any, ...]:
-    """Where ``t``'s values live: its memory and layout."""
-    return (t.data_ptr(), t.shape, t.stride(), t.dtype, t.device)
-
-
-def _owner(t: Tensor) -> Tensor:
-    base = t._base
-    return t if base is None else base
-
-
 def _ident(ident: tuple[Any, ...]) -> tuple[Any, ...]:
-    # tensors by memory, layout and version (the version counts in-place writes)
-    return tuple([(_layout(a), a._version) if isinstance(a, torch.Tensor) else a for a in ident])
+    """``ident`` with its tensors named by memory, layout and version (in-place writes count)."""
+    for a in ident:
+        if isinstance(a, Tensor):
+            return tuple(
+                [
+                    (t.data_ptr(), t.shape, t.stride(), t.dtype, t._version)
+                    if isinstance(t, Tensor)
+                    else t
+                    for t in ident
+                ]
+            )
+    return ident
 
 
 def _remember(owner: Tensor, tag: str, ident: tuple[Any, ...], value: Any) -> None:
     """Keep ``value`` for the backward of the same call on ``owner`` (``ident`` names it).
 
-    One entry per layout of the owning buffer: a later call on the same view replaces it.
+    One entry per layout of the owning buffer (memory address, sizes, strides, dtype; the
+    device is the buffer's): a later call on the same view replaces it.
     """
-    slot = _owner(owner).__dict__.setdefault("_ember_" + tag, {})
-    slot[_layout(owner)] = (owner._version, _ident(ident), value)
+    base = owner._base
+    d = (owner if base is None else base).__dict__
+    key = "_ember_" + tag
+    slot = d.get(key)
+    if slot is None:
+        slot = d[key] = {}
+    layout = (owner.data_ptr(), owner.shape, owner.stride(), owner.dtype)
+    slot[layout] = (owner._version, _ident(ident), value)
 
 
 def _recall(owner: Tensor, tag: str, ident: tuple[Any, ...]) -> Any:
-    slot = _owner(owner).__dict__.get("_ember_" + tag)
+    base = owner._base
+    slot = (owner if base is None else base).__dict__.get("_ember_" + tag)
     if slot is None:
         return None
-    entry = slot.get(_layout(owner))
+    entry = slot.get((owner.data_ptr(), owner.shape, owner.stride(), owner.dtype))
     if entry is None or entry[0] != owner._version or entry[1] != _ident(ident):
         return None
     return entry[2]
