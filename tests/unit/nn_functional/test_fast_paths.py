@@ -120,6 +120,8 @@ def test_cross_entropy_mean_counts_rows_not_ignored(device: em.Device, ignore_in
 
 
 def test_class_indices_out_of_range_still_raise(device: em.Device) -> None:
+    if device.is_cuda:  # a device-side assert there, which would poison the CUDA context
+        pytest.skip("on CUDA the kernels check class indices; reading them back would sync")
     logits = em.Tensor.zeros((3, 4), device=device)
     for bad, msg in (([0, 4, 1], "4"), ([0, -1, -100], "-1"), ([-100, 7, 9], "7")):
         with pytest.raises(em.ShapeError, match=f"cross_entropy: index {msg} is out of range"):
