@@ -58,7 +58,9 @@ def main(out: str, backend: str = "gloo") -> None:
     result: dict[str, np.ndarray] = {}
     for name, opt in optimizers().items():
         em.seed(0 if group.rank == 0 else 7)  # rank 1 starts elsewhere; broadcast fixes it
-        model = group.broadcast_module(Net(dev.autodiff()))
+        # built on the CPU (the reference's random stream), then forked to this rank's device
+        net = Net(em.Device.torch("cpu").autodiff()).fork(dev.autodiff())
+        model = group.broadcast_module(net)
         half = ROWS // group.world_size
         for step in range(STEPS):
             x, y = batch(step, dev)
