@@ -64,7 +64,6 @@ FULL_PRECISION_OPS = frozenset(
         "binary_cross_entropy_with_logits",
     }
 )
-_BIAS_OPS = frozenset({"add", "sub", "mul", "div"})
 
 
 class Policy:
@@ -104,7 +103,7 @@ class Policy:
             return _cast_floats(xs, low, lambda d: d is not low, keep_scalars=True)
         if name in self.full_precision:
             return _cast_floats(xs, float32, lambda d: d is self.dtype)
-        if name in _BIAS_OPS and len(xs) == 2:
+        if name in dispatch.ARITHMETIC_OPS and len(xs) == 2:
             a, c = xs
             da, dc = a.dtype, c.dtype
             low = self.dtype

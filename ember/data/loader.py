@@ -84,7 +84,36 @@ class _Failure:
         self.error = error
 
 
-class DataLoader:
+class _Resumable:
+    """Epoch and batch position of a seeded batch source, saved and restored mid-epoch.
+
+    Subclasses set ``seed``, ``epoch`` and ``_start`` (first batch of the next pass) and
+    ``_position`` (batches handed out in the current pass).
+    """
+
+    seed: int
+    epoch: int
+    _start: int
+    _position: int
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass epoch ``epoch`` (from its first batch)."""
+        self.epoch = int(epoch)
+        self._start = 0
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the source stands: seed, epoch and batches already taken from it."""
+        return {"seed": self.seed, "epoch": self.epoch, "batch": self._position}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from a ``state_dict``: the next pass resumes at the saved batch."""
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self._start = int(state.get("batch", 0))
+        self._position = self._start
+
+
+class DataLoader(_Resumable):
     """Iterate over a dataset in batches of tensors.
 
     Each pass (epoch) visits every item once. With ``shuffle`` the order of epoch ``e`` is a
@@ -146,22 +175,6 @@ class DataLoader:
         if not self.shuffle:
             return np.arange(n)
         return np.random.default_rng([self.seed, epoch]).permutation(n)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Make the next pass epoch ``epoch`` (from its first batch)."""
-        self.epoch = int(epoch)
-        self._start = 0
-
-    def state_dict(self) -> dict[str, int]:
-        """Where the loader stands: seed, epoch and batches already taken from it."""
-        return {"seed": self.seed, "epoch": self.epoch, "batch": self._position}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Continue from a ``state_dict``: the next pass resumes at the saved batch."""
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        self._start = int(state.get("batch", 0))
-        self._position = self._start
 
     def _batches(self, epoch: int, start: int) -> Iterator[tuple[Tensor, ...]]:
         idx = self.order(epoch)

@@ -121,33 +121,13 @@ def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
         out = b.table[spec.name](data)
     if type(out) is not b.array_type:
         out = b.asarray(out)
-    t = _new(x.__class__)
-    t._data = out
-    t._dev = dev
-    strategy = t._strategy = x._strategy
-    p = x._node  # None for a plain tensor
-    if p is None or spec.backward is None or not b.is_float(out):
-        t._node = None
-        return t
-    if strategy is _BAL:
-        t._node = _balanced(spec, (p,), (data,), out, attrs, b)
-        return t
-    t._node = Node(
-        spec,
-        (p,),
-        (data,) if spec.saves_inputs else None,
-        out if spec.saves_output else None,
-        attrs,
-        (data.shape,),
-        b,
-    )
-    return t
+    return _record1(spec, x, data, out, attrs, x._strategy, dev)
 
 
 def _record1(
     spec: OpSpec, x: Tensor, data: Any, out: Any, attrs: dict[str, Any], strategy: Any, dev: Any
 ) -> Tensor:
-    """``record`` for one input, inlined for the common Disabled case (the per-op hot path)."""
+    """``record`` for one input (the per-op hot path of unary, layout and tensor-scalar ops)."""
     t = _new(x.__class__)
     t._data = out
     t._dev = dev
@@ -275,7 +255,7 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     y = c._data
     if x.dtype != y.dtype:
         da, dc = a.dtype, c.dtype
-        if da.is_float and dc.is_float and spec.name in _MIXED_FLOAT_OPS:
+        if da.is_float and dc.is_float and spec.name in ARITHMETIC_OPS:
             # the kernel promotes in-register: no float32 copy of the narrower operand
             spec = _mixed(spec, da, dc)
         else:
@@ -289,9 +269,9 @@ def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     return apply2(spec, a, c)
 
 
-# elementwise rows whose kernels (NumPy and PyTorch alike) take two float dtypes and compute in
-# the promoted one, as ember's promotion rules do
-_MIXED_FLOAT_OPS = frozenset({"add", "sub", "mul", "div"})
+# elementwise arithmetic rows: their kernels (NumPy and PyTorch alike) take two float dtypes and
+# compute in the promoted one, as ember's promotion rules do (amp's bias rule uses the same set)
+ARITHMETIC_OPS = frozenset({"add", "sub", "mul", "div"})
 _MIXED_SPECS: dict[tuple[str, DType, DType], OpSpec] = {}
 
 

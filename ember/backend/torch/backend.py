@@ -576,7 +576,7 @@ class TorchBackend:
         eps: float,
         weight_decay: float,
         decoupled: bool,
-        donate_moments: bool = False,
+        donate_moments: bool,
     ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
         """``adam_many`` through ATen's fused Adam / AdamW kernel (one pass over all tensors).
 

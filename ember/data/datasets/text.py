@@ -12,6 +12,7 @@ from ...errors import ShapeError
 from ...tensor.device import Device
 from ...tensor.tensor import Tensor
 from ..download import cache_dir, fetch
+from ..loader import _Resumable
 
 SHAKESPEARE_URLS = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
@@ -107,7 +108,7 @@ class TextData:
         self.val = ids[n:]
 
 
-class RandomBlocks:
+class RandomBlocks(_Resumable):
     """Batches of random windows of a token array: inputs (B, T) and next-token targets (B, T).
 
     Each "epoch" is ``batches`` batches whose offsets come from ``seed`` and the epoch number, so
@@ -152,18 +153,6 @@ class RandomBlocks:
 
     def __len__(self) -> int:
         return self.batches
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-        self._start = 0
-
-    def state_dict(self) -> dict[str, int]:
-        return {"seed": self.seed, "epoch": self.epoch, "batch": self._position}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        self._start = self._position = int(state.get("batch", 0))
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         epoch, start = self.epoch, self._start

@@ -9,36 +9,6 @@ from ...errors import DTypeError
 from ..module import Module
 
 
-class Sequential(Module):
-    """Calls its children in order; children are named ``"0"``, ``"1"``, ...
-
-    Example:
-        >>> net = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
-        >>> [n for n, _ in net.named_parameters()]
-        ['0.weight', '0.bias', '2.weight', '2.bias']
-    """
-
-    def __init__(self, *modules: Module) -> None:
-        super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
-
-    def forward(self, x: Any) -> Any:
-        for m in self.children():
-            x = m(x)
-        return x
-
-    def __getitem__(self, index: int) -> Module:
-        names = self.__dict__["_module_names"]
-        return self.__dict__[names[index]]
-
-    def __len__(self) -> int:
-        return len(self.__dict__["_module_names"])
-
-    def __iter__(self) -> Iterator[Module]:
-        return self.children()
-
-
 class ModuleList(Module):
     """A list of modules whose parameters are tracked (names ``"0"``, ``"1"``, ...)."""
 
@@ -65,6 +35,24 @@ class ModuleList(Module):
         raise NotImplementedError(
             "ModuleList.forward: a ModuleList is a container; iterate over it in your forward."
         )
+
+
+class Sequential(ModuleList):
+    """Calls its children in order; children are named ``"0"``, ``"1"``, ...
+
+    Example:
+        >>> net = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
+        >>> [n for n, _ in net.named_parameters()]
+        ['0.weight', '0.bias', '2.weight', '2.bias']
+    """
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__(modules)
+
+    def forward(self, x: Any) -> Any:
+        for m in self.children():
+            x = m(x)
+        return x
 
 
 class ModuleDict(Module):
