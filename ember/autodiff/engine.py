@@ -1,9 +1,15 @@
 """The backward pass (SEMANTICS.md §3 and §7).
 
-``run_backward`` walks the graph reachable from the root once to check that no step it needs was
-consumed (before touching anything), counts each node's children, then runs the steps in reverse
-topological order (Kahn's algorithm: a node runs once every child has handed it its gradient).
-Intermediate gradients and saved values are released as soon as their step ran.
+``run_backward`` walks the graph reachable from the root once to claim every step it needs and
+check that none was consumed (before touching anything), counts each node's children, then runs the
+steps in reverse topological order (Kahn's algorithm: a node runs once every child has handed it its
+gradient). Intermediate gradients and saved values are released as soon as their step ran.
+
+Claims make a pass atomic without a lock: each op node is claimed with one ``dict.setdefault`` on
+``_claims`` (a single atomic step under the GIL, as on free-threaded builds), so when two threads
+run backward through the same graph, exactly one gets every claim. The other finds a node taken (or,
+once the pass ended, consumed), gives back the claims it took and raises ``AutodiffError`` before
+changing anything. Independent graphs touch disjoint keys and never wait for each other.
 
 Nodes recorded under ``Balanced`` keep no copies of their tracked inputs; a step fetches them from
 the parents: a kept output, or a value recomputed from the nearest kept ancestors. Each recomputed
@@ -34,6 +40,23 @@ def _consumed_error(node: Node) -> AutodiffError:
     )
 
 
+_claims: dict[Node, object] = {}  # op node -> token of the pass that is running through it
+
+
+def _busy_error(node: Node) -> AutodiffError:
+    return AutodiffError(
+        f"backward: another backward() is running through this graph right now (op "
+        f"{node.spec.name!r} is claimed by it). Expected one backward per graph; got two at once. "
+        "Nothing was changed: run backward() once per forward pass (one forward per thread)."
+    )
+
+
+def _release(claimed: list[Node]) -> None:
+    claims = _claims
+    for n in claimed:
+        del claims[n]
+
+
 def run_backward(
     root: Node, seed: Any, on_leaf: Callable[[int, Any], None] | None = None
 ) -> Gradients:
@@ -43,14 +66,24 @@ def run_backward(
     is complete (every child has contributed), before the rest of the pass runs; distributed
     data parallel starts that parameter's all-reduce there.
     """
-    # 1. discover the subgraph, count children, reject consumed steps before changing anything
+    # 1. discover the subgraph and count children; claim each op node, then reject a consumed one
+    # (a pass marks its nodes consumed before it releases them), all before changing anything
     children: dict[Node, int] = {}
     stack = [root]
     balanced = False
+    token = object()
+    claim = _claims.setdefault
+    claimed: list[Node] = []
     while stack:
         n = stack.pop()
-        if n.consumed:
-            raise _consumed_error(n)
+        if n.spec is not None:  # leaves are never consumed: any number of passes share them
+            if claim(n, token) is not token:
+                _release(claimed)
+                raise _busy_error(n)
+            claimed.append(n)
+            if n.consumed:
+                _release(claimed)
+                raise _consumed_error(n)
         if n.balanced:
             balanced = True
         for p in n.parents:
@@ -61,6 +94,20 @@ def run_backward(
                     stack.append(p)
                 else:
                     children[p] = c + 1
+    try:
+        return _run(root, seed, on_leaf, children, balanced)
+    finally:
+        _release(claimed)
+
+
+def _run(
+    root: Node,
+    seed: Any,
+    on_leaf: Callable[[int, Any], None] | None,
+    children: dict[Node, int],
+    balanced: bool,
+) -> Gradients:
+    """Step 2 of ``run_backward``: the claimed pass itself."""
     rec = _Recompute(children, root) if balanced else None
     out = Gradients()
     store = out._store
