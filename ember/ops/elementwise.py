@@ -338,7 +338,7 @@ for _name in ("equal", "not_equal", "greater", "greater_equal", "lower", "lower_
     nondiff(
         f"{_name}_elem",
         1,
-        forward=lambda b, x, v, _n=_name: getattr(b, _n)(x, v),
+        forward=lambda b, x, value, _n=_name: getattr(b, _n)(x, value),
         examples=_compare_elem_examples,
     )
 nondiff("logical_not", 1, examples=_logical_examples(1))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 Array = Any
@@ -134,7 +135,8 @@ def nondiff(
 class KernelTable(dict[str, Callable[..., Array]]):
     """Per-backend cache: op name -> the callable computing its forward on that backend.
 
-    Forwards are called as ``fn(*raw_inputs, *attrs.values())``.
+    Forwards are called as ``fn(*raw_inputs, **attrs)``: attrs are keywords, so a backend
+    method's (or a row ``forward``'s) parameters after the inputs are named as the attrs are.
     """
 
     def __init__(self, b: Any) -> None:
@@ -144,12 +146,7 @@ class KernelTable(dict[str, Callable[..., Array]]):
     def __missing__(self, name: str) -> Callable[..., Array]:
         spec = OPS[name]
         if spec.forward is not None:
-            forward = spec.forward
-            b = self.b
-
-            def fn(*args: Any) -> Array:
-                return forward(b, *args)
-
+            fn = partial(spec.forward, self.b)
         else:
             fn = getattr(self.b, name)
         self[name] = fn
@@ -160,5 +157,5 @@ def run_forward(b: Any, spec: OpSpec, raws: Sequence[Array], attrs: dict[str, An
     """Compute ``spec``'s forward on backend ``b`` (list-input ops take the list as one arg)."""
     fn = b.table[spec.name]
     if spec.arity == -1:
-        return fn(list(raws), *attrs.values())
-    return fn(*raws, *attrs.values())
+        return fn(list(raws), **attrs)
+    return fn(*raws, **attrs)

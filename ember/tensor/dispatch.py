@@ -73,9 +73,9 @@ def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, 
                 checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(x._data))
     fn = b.table[spec.name]
     if spec.arity == -1:
-        out = fn(raws, *attrs.values())
+        out = fn(raws, **attrs)
     elif attrs:
-        out = fn(*raws, *attrs.values())
+        out = fn(*raws, **attrs)
     else:
         out = fn(*raws)
     if type(out) is not b.array_type:
@@ -116,7 +116,7 @@ def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
     if spec.dtypes is not _ANY and x._node is None and not b.is_float(data):
         checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(data))
     if attrs:
-        out = b.table[spec.name](data, *attrs.values())
+        out = b.table[spec.name](data, **attrs)
     else:
         out = b.table[spec.name](data)
     if type(out) is not b.array_type:

@@ -162,17 +162,17 @@ class NumpyBackend:
     def powf(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.power(x, y)
 
-    def powf_scalar(self, x: np.ndarray, p: float) -> np.ndarray:
-        if p == 2:
+    def powf_scalar(self, x: np.ndarray, value: float) -> np.ndarray:
+        if value == 2:
             return np.square(x)
-        return np.power(x, x.dtype.type(p))
+        return np.power(x, x.dtype.type(value))
 
-    def powi_scalar(self, x: np.ndarray, n: int) -> np.ndarray:
-        if n == 2:
+    def powi_scalar(self, x: np.ndarray, value: int) -> np.ndarray:
+        if value == 2:
             return np.square(x)
-        if n < 0 and x.dtype.kind in "iu":
-            return np.power(x.astype(np.float32), n)
-        return np.power(x, n)
+        if value < 0 and x.dtype.kind in "iu":
+            return np.power(x.astype(np.float32), value)
+        return np.power(x, value)
 
     def clamp(self, x: np.ndarray, min: float | None, max: float | None) -> np.ndarray:
         out = np.clip(x, min, max)
@@ -259,10 +259,21 @@ class NumpyBackend:
         return list(np.split(x, bounds, axis=dim))
 
     # ---------------------------------------------------------------- with a Python scalar
-    add_scalar = staticmethod(np.add)
-    sub_scalar = staticmethod(np.subtract)
-    mul_scalar = staticmethod(np.multiply)
-    div_scalar = staticmethod(np.divide)
+    @staticmethod
+    def add_scalar(x: np.ndarray, value: Any) -> np.ndarray:
+        return np.add(x, value)
+
+    @staticmethod
+    def sub_scalar(x: np.ndarray, value: Any) -> np.ndarray:
+        return np.subtract(x, value)
+
+    @staticmethod
+    def mul_scalar(x: np.ndarray, value: Any) -> np.ndarray:
+        return np.multiply(x, value)
+
+    @staticmethod
+    def div_scalar(x: np.ndarray, value: Any) -> np.ndarray:
+        return np.divide(x, value)
 
     def rsub_scalar(self, x: np.ndarray, value: float) -> np.ndarray:
         return np.subtract(value, x)

@@ -261,17 +261,17 @@ class TorchBackend:
     logical_or = staticmethod(torch.logical_or)
     powf = staticmethod(torch.pow)
 
-    def powf_scalar(self, x: Tensor, p: float) -> Tensor:
-        if p == 2:
+    def powf_scalar(self, x: Tensor, value: float) -> Tensor:
+        if value == 2:
             return torch.square(x)
-        return torch.pow(x, p)
+        return torch.pow(x, value)
 
-    def powi_scalar(self, x: Tensor, n: int) -> Tensor:
-        if n == 2:
+    def powi_scalar(self, x: Tensor, value: int) -> Tensor:
+        if value == 2:
             return torch.square(x)
-        if n < 0 and not x.is_floating_point():
-            return torch.pow(x.to(torch.float32), n)
-        return torch.pow(x, n)
+        if value < 0 and not x.is_floating_point():
+            return torch.pow(x.to(torch.float32), value)
+        return torch.pow(x, value)
 
     def clamp(self, x: Tensor, min: float | None, max: float | None) -> Tensor:
         if min is None and max is None:
@@ -329,10 +329,13 @@ class TorchBackend:
         return torch.nn.functional.linear(x, w, b if b.ndim else None)
 
     # ---------------------------------------------------------------- movement
-    # plain torch functions: no Python frame on the hot layout ops
+    # plain torch functions: no Python frame on the hot layout ops (expand: its attr is `shape`)
     reshape = staticmethod(torch.reshape)
     permute = staticmethod(torch.permute)
-    expand = staticmethod(torch.Tensor.expand)
+
+    @staticmethod
+    def expand(x: Tensor, shape: Sequence[int]) -> Tensor:
+        return x.expand(shape)
 
     def index(self, x: Tensor, key: Any) -> Tensor:
         return x[self._key(key)]
@@ -347,12 +350,25 @@ class TorchBackend:
         return list(x.split_with_sizes(list(sizes), dim))  # no Python layers of torch.split
 
     # ---------------------------------------------------------------- with a Python scalar
-    add_scalar = staticmethod(torch.add)
-    sub_scalar = staticmethod(torch.sub)
-    mul_scalar = staticmethod(torch.mul)
-    div_scalar = staticmethod(torch.div)
+    @staticmethod
+    def add_scalar(x: Tensor, value: Any) -> Tensor:
+        return torch.add(x, value)
 
-    rsub_scalar = staticmethod(torch.rsub)
+    @staticmethod
+    def sub_scalar(x: Tensor, value: Any) -> Tensor:
+        return torch.sub(x, value)
+
+    @staticmethod
+    def mul_scalar(x: Tensor, value: Any) -> Tensor:
+        return torch.mul(x, value)
+
+    @staticmethod
+    def div_scalar(x: Tensor, value: Any) -> Tensor:
+        return torch.div(x, value)
+
+    @staticmethod
+    def rsub_scalar(x: Tensor, value: Any) -> Tensor:
+        return torch.rsub(x, value)
 
     def rdiv_scalar(self, x: Tensor, value: float) -> Tensor:
         # a CPU 0-d numerator: exact value / x (not value * (1 / x)), no device transfer
