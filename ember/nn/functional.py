@@ -751,7 +751,9 @@ def scaled_dot_product_attention(
         scale: Defaults to 1 / sqrt(E).
 
     Returns:
-        (*, L, Ev). A query row whose keys are all masked out gives NaN, as in PyTorch's math path.
+        (*, L, Ev). A query row whose keys are all masked out (every score -inf) gives 0 and passes
+        no gradient, as PyTorch's attention does; batch dims of q, k, v broadcast (k, v may be
+        rank 2).
     """
     if type(q) is Tensor and type(k) is Tensor and type(v) is Tensor:
         # the common case (no mask or dropout; float q, k, v of one dtype, device and strategy,

@@ -10,7 +10,11 @@ from .softmax import softmax
 def _scores(
     q: np.ndarray, k: np.ndarray, bias: np.ndarray, scale: float, is_causal: bool
 ) -> np.ndarray:
-    """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S)."""
+    """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S).
+
+    A row whose scores are all -inf (every key masked out) gives weights 0, not NaN, as
+    PyTorch's attention does: such a query attends to nothing, and no gradient flows through it.
+    """
     s = q @ np.swapaxes(k, -1, -2)
     s *= s.dtype.type(scale)
     if bias.ndim:
@@ -18,7 +22,12 @@ def _scores(
     if is_causal:
         L, S = s.shape[-2:]
         s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, s.dtype.type(-np.inf))
-    return softmax(np.ascontiguousarray(s), s.ndim - 1)
+    p = softmax(np.ascontiguousarray(s), s.ndim - 1)
+    if s.size:
+        dead = s.max(axis=-1, keepdims=True) == -np.inf  # a NaN score keeps its row NaN
+        if dead.any():
+            p = np.where(dead, p.dtype.type(0), p)
+    return p
 
 
 def attention(
@@ -30,7 +39,9 @@ def attention(
     scale: float,
     is_causal: bool,
 ) -> np.ndarray:
-    with np.errstate(invalid="ignore"):  # a fully masked row gives NaN, as in PyTorch's math path
+    with np.errstate(
+        invalid="ignore"
+    ):  # a fully masked row's softmax is NaN before _scores zeroes it
         p = _scores(q, k, bias, scale, is_causal)
     if keep.ndim:
         p = p * keep

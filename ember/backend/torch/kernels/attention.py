@@ -117,6 +117,8 @@ def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, cau
     kind = fused_attention_kernel(q.dtype, q.is_cuda)
     if not kind or bias.ndim or keep.ndim or q.ndim != 4:
         return ""
+    if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
+        return ""  # the fused ops take one (B, H) for all three: broadcast batch dims run exactly
     if not (q.dtype == k.dtype == v.dtype) or q.shape[-1] != v.shape[-1]:
         return ""
     if causal and q.shape[-2] != k.shape[-2]:
@@ -174,7 +176,11 @@ def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, cau
 
 
 def _scores(q: Tensor, k: Tensor, bias: Tensor, scale: float, is_causal: bool) -> Tensor:
-    """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S)."""
+    """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S).
+
+    A row whose scores are all -inf (every key masked out) gives weights 0, not NaN, as
+    PyTorch's own attention does (its math path's ``_safe_softmax``); no gradient flows through it.
+    """
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
     if bias.ndim:
         s = s + bias
@@ -182,7 +188,23 @@ def _scores(q: Tensor, k: Tensor, bias: Tensor, scale: float, is_causal: bool) -
         L, S = s.shape[-2:]
         causal = torch.ones((L, S), dtype=torch.bool, device=s.device).tril()
         s = s.masked_fill(~causal, float("-inf"))
-    return torch.softmax(s, -1)
+    return _safe_softmax(s)
+
+
+# torch 2.5 on: the op PyTorch's math attention calls; older builds compose it
+_SAFE_SOFTMAX = getattr(torch, "_safe_softmax", None)
+
+
+def _safe_softmax_fallback(s: Tensor) -> Tensor:
+    p = torch.softmax(s, -1)
+    if s.numel() == 0:
+        return p
+    return p.masked_fill(s.amax(-1, keepdim=True) == float("-inf"), 0.0)
+
+
+def _safe_softmax(s: Tensor) -> Tensor:
+    """Softmax over the last dim; a row of all -inf gives 0 (a NaN score keeps its row NaN)."""
+    return _SAFE_SOFTMAX(s, -1) if _SAFE_SOFTMAX is not None else _safe_softmax_fallback(s)
 
 
 def attention(
