@@ -31,10 +31,10 @@ import torch.nn.functional as TF
 
 import ember as em
 import ember.nn.functional as F
-from ember.bench.models import median_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_gpt import Config, EmberGPT, TorchGPT
+from train_step import median_ms
 
 
 def ember_runner(cfg: Config) -> Callable[[], Any]:

@@ -4,6 +4,9 @@ For each strategy: median step time and the peak memory of one forward + backwar
 parameters already hold (traced NumPy allocations on the NumPy backend, the CUDA allocator's peak
 on CUDA; not measured for PyTorch CPU tensors). PyTorch without and with
 ``torch.utils.checkpoint`` around each block is the reference on the same hardware.
+
+The model is a 6-layer, width-128 GPT (context 128, batch 8); ``checkpointing.py`` is the longer
+study on a 12-block transformer, with its own command line.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint.strategy import GradientCheckpointingStrategy as Strategy
-from ..tensor.device import Device
-from .models import _batch, _torch_where, median_ms
+from train_step import make_batch, median_ms, torch_gpt, torch_where
+
+import ember as em
+
+Strategy = em.GradientCheckpointingStrategy
 
 GPT_ARGS: dict[str, Any] = {
     "vocab_size": 65,
@@ -29,7 +34,7 @@ _VOCAB = GPT_ARGS["vocab_size"]
 _SPEC = {"model": {"model": "gpt"}, "input": (BATCH, GPT_ARGS["block_size"]), "classes": _VOCAB}
 
 
-def _peak_bytes(device: Device, fn: Callable[[], Any]) -> int | None:
+def _peak_bytes(device: em.Device, fn: Callable[[], Any]) -> int | None:
     if device.backend_name == "numpy":
         tracemalloc.start()
         try:
@@ -50,20 +55,19 @@ def _peak_bytes(device: Device, fn: Callable[[], Any]) -> int | None:
     return None
 
 
-def _ember_fwd_bwd(device: Device, strategy: Strategy) -> Callable[[], Any]:
-    from ..models import GPT, GPTConfig
-    from ..tensor.tensor import Tensor
+def _ember_fwd_bwd(device: em.Device, strategy: Strategy) -> Callable[[], Any]:
+    from ember.models import GPT, GPTConfig
 
     dev = device.autodiff()
     if strategy is Strategy.Balanced:
         dev = dev.gradient_checkpointing()
     model = GPT(GPTConfig(**GPT_ARGS), device=dev)
-    x_np, y_np = _batch(_SPEC)
+    x_np, y_np = make_batch(_SPEC)
     plain = device.without_autodiff()
-    x, y = Tensor.from_data(x_np, device=plain), Tensor.from_data(y_np, device=plain)
+    x, y = em.tensor(x_np, device=plain), em.tensor(y_np, device=plain)
 
     def step() -> Any:
-        from ..nn import functional as F
+        from ember.nn import functional as F
 
         logits = model(x)
         loss = F.cross_entropy(logits.reshape((-1, _VOCAB)), y.reshape((-1,)))
@@ -76,10 +80,8 @@ def _torch_fwd_bwd(where: str, checkpoint: bool) -> Callable[[], Any]:
     import torch
     from torch.utils.checkpoint import checkpoint as ckpt
 
-    from .models import _TorchGPT
-
-    model = _TorchGPT(GPT_ARGS).to(where)
-    x_np, y_np = _batch(_SPEC)
+    model = torch_gpt(GPT_ARGS).to(where)
+    x_np, y_np = make_batch(_SPEC)
     x, y = torch.from_numpy(x_np).to(where), torch.from_numpy(y_np).to(where)
 
     def forward() -> torch.Tensor:
@@ -98,7 +100,7 @@ def _torch_fwd_bwd(where: str, checkpoint: bool) -> Callable[[], Any]:
     return step
 
 
-def run(device: Device, repeats: int = 5) -> list[dict[str, Any]]:
+def run(device: em.Device, repeats: int = 5) -> list[dict[str, Any]]:
     """Rows per strategy: ``ms``, ``peak_mb`` and ratios against ``Disabled`` (and PyTorch)."""
     rows: list[dict[str, Any]] = []
     for strategy in (Strategy.Disabled, Strategy.Balanced):
@@ -115,7 +117,7 @@ def run(device: Device, repeats: int = 5) -> list[dict[str, Any]]:
                 "peak_mb": None if peak is None else peak / 2**20,
             }
         )
-    where = _torch_where(device)
+    where = torch_where(device)
     if where is not None:
         import torch
 

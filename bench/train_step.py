@@ -4,6 +4,13 @@ Each workload times one optimizer step (forward, backward, Adam update) of an ``
 network and of the same architecture written with ``torch.nn``, in one process on matching
 hardware (ember's ``cpu`` device is compared with PyTorch on CPU, ``cuda:i`` with ``cuda:i``).
 Rows report medians in milliseconds and ``ratio = ember / torch``.
+
+- ``mlp``: ``ember.models.MLP`` 784-256-256-10, batch 128 (also against hand-written NumPy on
+  the NumPy backend);
+- ``cnn``: ``ember.models.CNN`` on 28x28 images, batch 64;
+- ``gpt``: a small character GPT (2 layers, width 128, context 64), batch 16.
+
+``median_ms`` and the PyTorch GPT are shared with ``checkpointing_gpt.py`` and ``host_gpt.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor.device import Device
+import ember as em
 
 Step = Callable[[], Any]
 
@@ -69,7 +76,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 }
 
 
-def _batch(spec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def make_batch(spec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     shape = spec["input"]
     if spec["model"]["model"] == "gpt":
@@ -78,19 +85,18 @@ def _batch(spec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return rng.random(shape, dtype=np.float32), rng.integers(0, spec["classes"], size=shape[0])
 
 
-def ember_step(name: str, device: Device) -> Step:
+def ember_step(name: str, device: em.Device) -> Step:
     """One Adam step of the ember model of workload ``name`` on ``device``."""
-    from .. import optim
-    from ..models import build_model
-    from ..tensor.tensor import Tensor
-    from ..train.learner import classification_step
+    from ember import optim
+    from ember.models import build_model
+    from ember.train.learner import classification_step
 
     spec = WORKLOADS[name]
     model = build_model(spec["model"], device.autodiff())
     opt = optim.Adam()
-    x_np, y_np = _batch(spec)
+    x_np, y_np = make_batch(spec)
     plain = device.without_autodiff()
-    batch = (Tensor.from_data(x_np, device=plain), Tensor.from_data(y_np, device=plain))
+    batch = (em.tensor(x_np, device=plain), em.tensor(y_np, device=plain))
     state = {"model": model}
 
     def step() -> float:
@@ -133,10 +139,10 @@ def torch_step(name: str, where: str) -> Step:
             nn.Linear(a["hidden"], 10),
         )
     else:
-        model = _TorchGPT(a)
+        model = torch_gpt(a)
     model = model.to(where)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x_np, y_np = _batch(spec)
+    x_np, y_np = make_batch(spec)
     x, y = torch.from_numpy(x_np).to(where), torch.from_numpy(y_np).to(where)
 
     def step() -> float:
@@ -150,7 +156,7 @@ def torch_step(name: str, where: str) -> Step:
     return step
 
 
-def _TorchGPT(a: dict[str, Any]) -> Any:
+def torch_gpt(a: dict[str, Any]) -> Any:
     import torch
     from torch import nn
 
@@ -187,7 +193,7 @@ def _TorchGPT(a: dict[str, Any]) -> Any:
     return GPT()
 
 
-def _torch_where(device: Device) -> str | None:
+def torch_where(device: em.Device) -> str | None:
     if importlib.util.find_spec("torch") is None:
         return None
     return device.where if device.backend_name == "torch" else "cpu"
@@ -197,7 +203,7 @@ def numpy_mlp_step() -> Step:
     """The ``mlp`` workload's Adam step written by hand in NumPy (float32), the floor for the
     NumPy backend."""
     spec = WORKLOADS["mlp"]
-    x_np, y_np = _batch(spec)
+    x_np, y_np = make_batch(spec)
     x = x_np.reshape(x_np.shape[0], -1)
     n, hidden = x.shape[0], spec["model"]["args"]["hidden"]
     rng = np.random.default_rng(0)
@@ -238,15 +244,16 @@ def numpy_mlp_step() -> Step:
     return step
 
 
-def run_workload(name: str, device: Device, repeats: int = 10) -> list[dict[str, Any]]:
-    """Rows for workload ``name``: ember on ``device`` against PyTorch on the same hardware, and
-    against hand-written NumPy where one exists (``mlp`` on the NumPy backend)."""
-    t_em = median_ms(ember_step(name, device), repeats)
+def run(workload: str, device: em.Device, repeats: int = 10) -> list[dict[str, Any]]:
+    """Rows for ``workload`` (a key of ``WORKLOADS``): ember on ``device`` against PyTorch on the
+    same hardware, and against hand-written NumPy where one exists (``mlp`` on the NumPy
+    backend); ``ratio = ember / reference``."""
+    t_em = median_ms(ember_step(workload, device), repeats)
     rows: list[dict[str, Any]] = []
 
     def row(reference: str | None, t_ref: float | None) -> dict[str, Any]:
         return {
-            "bench": f"{name}_train_step",
+            "bench": f"{workload}_train_step",
             "device": str(device),
             "ember_ms": t_em,
             "reference": reference,
@@ -254,14 +261,16 @@ def run_workload(name: str, device: Device, repeats: int = 10) -> list[dict[str,
             "ratio": None if t_ref is None else t_em / t_ref,
         }
 
-    where = _torch_where(device)
+    where = torch_where(device)
     if where is not None:
         import torch
 
         sync = torch.cuda.synchronize if where.startswith("cuda") else None
         rows.append(
-            row(f"torch eager ({where})", median_ms(torch_step(name, where), repeats, sync=sync))
+            row(
+                f"torch eager ({where})", median_ms(torch_step(workload, where), repeats, sync=sync)
+            )
         )
-    if name == "mlp" and device.backend_name == "numpy":
+    if workload == "mlp" and device.backend_name == "numpy":
         rows.append(row("hand-written numpy", median_ms(numpy_mlp_step(), repeats)))
     return rows or [row(None, None)]
