@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..errors import DeviceError
+from .base import Backend
 
-T = TypeVar("T")
-_BACKENDS: dict[str, type] = {}
-_INSTANCES: dict[tuple[str, str], Any] = {}
+B = TypeVar("B", bound=type[Backend])
+_BACKENDS: dict[str, type[Backend]] = {}
+_INSTANCES: dict[tuple[str, str], Backend] = {}
 _SEED: list[int | None] = [None]  # the last em.seed, applied to backends created after it
 
 
-def register_backend(name: str) -> Callable[[type[T]], type[T]]:
-    """Class decorator adding a backend under ``name``."""
+def register_backend(name: str) -> Callable[[B], B]:
+    """Class decorator adding a ``Backend`` subclass under ``name``."""
 
-    def wrap(cls: type[T]) -> type[T]:
+    def wrap(cls: B) -> B:
         _BACKENDS[name] = cls
         return cls
 
     return wrap
 
 
-def get_backend(name: str, where: str = "cpu") -> Any:
+def get_backend(name: str, where: str = "cpu") -> Backend:
     """The shared backend instance for ``name`` placed at ``where`` ("cpu", "cuda:0"...)."""
     key = (name, where)
     inst = _INSTANCES.get(key)
@@ -58,6 +59,6 @@ def _load(name: str) -> None:
         raise DeviceError(f"backend: no backend named {name!r}; known: {sorted(_BACKENDS)}.")
 
 
-def loaded_backends() -> list[Any]:
+def loaded_backends() -> list[Backend]:
     """Backend instances created so far (used by ``em.seed``)."""
     return list(_INSTANCES.values())

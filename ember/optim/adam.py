@@ -63,19 +63,21 @@ class Adam(Optimizer):
         *,
         owned: bool = False,
     ) -> list[tuple[Tensor, State]] | None:
-        """All parameters in one multi-tensor kernel where the backend has one (torch).
+        """All parameters in one ``adam_many`` call (one multi-tensor kernel on torch).
 
         With ``owned`` the moments are updated in their own buffers (no copy of them)."""
-        fn = getattr(params[0]._dev.b, "adam_many", None) if params else None
+        if not params:
+            return None
         steps = {int(st.get("step", 0)) for st in states}
         fresh = all("exp_avg" not in st for st in states)
         kept = all(isinstance(st.get("exp_avg"), Tensor) for st in states)
-        if fn is None or len(steps) != 1 or not (fresh or kept):
+        if len(steps) != 1 or not (fresh or kept):
             return None
         t = steps.pop() + 1
         ms = None if fresh else [st["exp_avg"]._data for st in states]  # type: ignore[union-attr]
         vs = None if fresh else [st["exp_avg_sq"]._data for st in states]  # type: ignore[union-attr]
-        new, m, v = fn(
+        dev = params[0]._dev
+        new, m, v = dev.b.adam_many(
             [x._data for x in params],
             [g._data for g in grads],
             ms,
@@ -89,7 +91,6 @@ class Adam(Optimizer):
             self.decoupled,
             owned,
         )
-        dev = params[0]._dev
         out = []
         for p_new, m_new, v_new in zip(new, m, v):
             state: State = {

@@ -35,7 +35,8 @@ def _clip_grad_norm_on_device(
 
     Every gradient is multiplied by ``min(1, max_norm / (norm + eps))``, computed on the device
     with a clamp (no Python branch on the norm's value), so a CUDA step never waits for the
-    GPU here. Gradients on one torch device use the backend's multi-tensor kernel.
+    GPU here. Gradients on one device go to the backend's ``clip_norm_many`` in one call
+    (a multi-tensor kernel on torch).
 
     Returns:
         The global norm before clipping (on the first gradient's device), or ``None`` when
@@ -45,9 +46,8 @@ def _clip_grad_norm_on_device(
     if not items:
         return None
     dev = items[0][1]._dev
-    many = getattr(dev.b, "clip_norm_many", None)
-    if many is not None and all(g._dev is dev for _, g in items):
-        new, norm = many([g._data for _, g in items], float(max_norm), float(eps))
+    if all(g._dev is dev for _, g in items):
+        new, norm = dev.b.clip_norm_many([g._data for _, g in items], float(max_norm), float(eps))
         for (pid, _), g in zip(items, new):
             grads._grads[pid] = wrap(Tensor, g, dev)
         return wrap(Tensor, norm, dev)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from ..backend.base import Backend
 from ..backend.registry import get_backend
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import AutodiffError, DeviceError
-from ..ops.registry import KernelTable
 
 _Strategy = GradientCheckpointingStrategy
 _PLAIN: dict[tuple[str, str], Device] = {}
@@ -28,13 +27,13 @@ class Device:
     """
 
     __slots__ = ("_plain", "_strategy", "b", "backend_name", "where")
+    b: Backend  # the shared backend instance (its kernel table is ``b.table``)
 
     def __init__(self, backend_name: str, where: str, strategy: _Strategy | None = None) -> None:
         self.backend_name = backend_name
         self.where = where
         self._strategy = strategy
         self._plain: Device = self
-        self.b: Any = None
 
     @staticmethod
     def _hardware(backend_name: str, where: str) -> Device:
@@ -42,8 +41,6 @@ class Device:
         dev = _PLAIN.get(key)
         if dev is None:
             b = get_backend(backend_name, where)
-            if not hasattr(b, "table"):
-                b.table = KernelTable(b)
             dev = Device(backend_name, where)
             dev.b = b
             _PLAIN[key] = dev

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import shutil
@@ -13,6 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..backend.base import Backend, RngState
 from ..backend.registry import loaded_backends
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import EmberError
@@ -58,36 +58,22 @@ def _numpy(t: Tensor | None) -> np.ndarray | None:
     return None if t is None else t.without_autodiff().to_numpy()
 
 
-def _rng_key(b: Any) -> str:
+def _rng_key(b: Backend) -> str:
     """A loaded backend's key in a record's RNG states: class and placement ("cpu", "cuda:1")."""
     return f"{type(b).__name__}:{b.placement}"
 
 
-def _rng_states() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for b in loaded_backends():
-        rng: Any = getattr(b, "rng", None)
-        key = _rng_key(b)
-        if hasattr(rng, "bit_generator"):
-            out[key] = {"numpy": rng.bit_generator.state}
-        elif hasattr(rng, "get_state"):
-            raw = bytes(rng.get_state().cpu().numpy().tobytes())
-            out[key] = {"torch": base64.b64encode(raw).decode("ascii")}
-    return out
+def _rng_states() -> dict[str, RngState]:
+    """Every loaded backend's generator state, by ``_rng_key``."""
+    return {_rng_key(b): b.rng_state() for b in loaded_backends()}
 
 
-def _set_rng_states(states: dict[str, Any]) -> None:
+def _set_rng_states(states: dict[str, RngState]) -> None:
+    """Restore the states ``_rng_states`` captured, for the backends loaded now."""
     for b in loaded_backends():
         s = states.get(_rng_key(b))
-        if s is None:
-            continue
-        if "numpy" in s:
-            b.rng.bit_generator.state = s["numpy"]
-        elif "torch" in s:
-            import torch
-
-            raw = np.frombuffer(base64.b64decode(s["torch"]), dtype=np.uint8).copy()
-            b.rng.set_state(torch.from_numpy(raw))
+        if s is not None:
+            b.set_rng_state(s)
 
 
 class Learner:

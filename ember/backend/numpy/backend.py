@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import dtype as dt
 from ...dtype import DType
+from ..base import Backend, RngState
 from ..registry import register_backend
 from .kernels import activations as _act
 from .kernels import attention as _attn
@@ -43,14 +44,14 @@ def ember_dtype(d: np.dtype) -> DType | None:
 
 
 @register_backend("numpy")
-class NumpyBackend:
+class NumpyBackend(Backend):
     """Primitives on ``np.ndarray``. Inputs were validated by ``ember.tensor.checks``."""
 
     name = "numpy"
     array_type = np.ndarray
 
     def __init__(self, where: str = "cpu") -> None:
-        self.placement = where
+        super().__init__(where)
         self.rng = np.random.default_rng()
 
     # ---------------------------------------------------------------- storage
@@ -102,6 +103,12 @@ class NumpyBackend:
 
     def bernoulli(self, shape: Shape, p: float, dtype: DType) -> np.ndarray:
         return (self.rng.random(size=shape) < p).astype(_TO_NP[dtype], copy=False)
+
+    def rng_state(self) -> RngState:
+        return {"numpy": self.rng.bit_generator.state}
+
+    def set_rng_state(self, state: RngState) -> None:
+        self.rng.bit_generator.state = state["numpy"]
 
     # ---------------------------------------------------------------- engine helpers
     def sum_to_shape(self, x: np.ndarray, shape: Shape) -> np.ndarray:
@@ -357,11 +364,14 @@ class NumpyBackend:
         return np.take_along_axis(x, self.argsort(x, dim, True), axis=dim)
 
     def var(self, x: np.ndarray, dim: int, correction: int) -> np.ndarray:
-        n = x.dtype.type(x.shape[dim])
-        # n <= correction gives inf or nan, as in PyTorch, without a NumPy warning
+        n = x.shape[dim]
+        # as PyTorch: divided by max(n - correction, 0), so n <= correction gives inf (nan where
+        # the sum is 0), without a NumPy warning
         with np.errstate(divide="ignore", invalid="ignore"):
-            d = x - np.divide(x.sum(axis=dim, keepdims=True), n)
-            return np.divide((d * d).sum(axis=dim, keepdims=True), n - correction)
+            d = x - np.divide(x.sum(axis=dim, keepdims=True), x.dtype.type(n))
+            return np.divide(
+                (d * d).sum(axis=dim, keepdims=True), x.dtype.type(max(n - correction, 0))
+            )
 
     def prod_dim(self, x: np.ndarray, dim: int) -> np.ndarray:
         return x.prod(axis=dim, keepdims=True)

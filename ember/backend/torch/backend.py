@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ import torch
 from ... import dtype as dt
 from ...dtype import DType
 from ...errors import DeviceError
+from ..base import Backend, RngState
 from ..registry import register_backend
 from .kernels import activations as _act
 from .kernels import attention as _attn
@@ -110,7 +112,7 @@ def _tensor_np_view(x: Tensor) -> np.ndarray:
 
 
 @register_backend("torch")
-class TorchBackend:
+class TorchBackend(Backend):
     """Primitives on ``torch.Tensor`` placed on ``where`` ("cpu" or "cuda:i").
 
     Raises:
@@ -119,11 +121,9 @@ class TorchBackend:
 
     name = "torch"
     array_type = torch.Tensor
-    # one split_sizes call makes the views of several pieces faster than indexing each one
-    cheap_split = True
 
     def __init__(self, where: str = "cpu") -> None:
-        self.placement = where
+        super().__init__(where)
         self.device = _placement(where)
         self.is_cuda = self.device.type == "cuda"
         self.rng = torch.Generator(device=self.device)
@@ -188,6 +188,14 @@ class TorchBackend:
     def bernoulli(self, shape: Shape, p: float, dtype: DType) -> Tensor:
         u = torch.rand(shape, generator=self.rng, device=self.device)
         return (u < p).to(_TO_TORCH[dtype])
+
+    def rng_state(self) -> RngState:
+        raw = bytes(self.rng.get_state().cpu().numpy().tobytes())
+        return {"torch": base64.b64encode(raw).decode("ascii")}
+
+    def set_rng_state(self, state: RngState) -> None:
+        raw = np.frombuffer(base64.b64decode(state["torch"]), dtype=np.uint8).copy()
+        self.rng.set_state(torch.from_numpy(raw))
 
     # ---------------------------------------------------------------- engine helpers
     def sum_to_shape(self, x: Tensor, shape: Shape) -> Tensor:
@@ -446,9 +454,10 @@ class TorchBackend:
         n = x.shape[dim]
         if n > correction:
             return torch.var(x, dim, correction=correction, keepdim=True)
-        # n <= correction gives inf or nan without torch's warning, as the NumPy backend does
+        # n <= correction: torch's divisor max(n - correction, 0) gives inf (nan where the sum is
+        # 0), here without its warning, as the NumPy backend does
         d = x - torch.mean(x, dim, keepdim=True)
-        return torch.sum(d * d, dim, keepdim=True) / (n - correction)
+        return torch.sum(d * d, dim, keepdim=True) / max(n - correction, 0)
 
     def prod_dim(self, x: Tensor, dim: int) -> Tensor:
         return torch.prod(x, dim, keepdim=True)
@@ -514,7 +523,10 @@ class TorchBackend:
     embedding = staticmethod(_emb.embedding)
     embedding_backward = staticmethod(_emb.embedding_backward)
 
-    # ---------------------------------------------------------------- multi-tensor optimizers
+    # ---------------------------------------------------------------- optional kernels
+    # one split_sizes call makes the views of several pieces faster than indexing each one
+    split_views = split_sizes
+
     def clip_norm_many(
         self, grads: list[Tensor], max_norm: float, eps: float
     ) -> tuple[list[Tensor], Tensor]:

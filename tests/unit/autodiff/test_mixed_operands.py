@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.ops.registry import KernelTable
 from ember.tensor.device import Device
 
 Disabled = em.GradientCheckpointingStrategy.Disabled
@@ -124,7 +123,6 @@ def second_numpy_device() -> em.Device:
 
     d = Device("numpy", "cpu:1")
     b = NumpyBackend("cpu:1")
-    b.table = KernelTable(b)  # type: ignore[attr-defined]
     d.b = b
     return d
 

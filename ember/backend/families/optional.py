@@ -1,0 +1,105 @@
+"""Optional kernels: multi-tensor steps and cheaper splits, with per-tensor defaults.
+
+A backend overrides one of these when it has a faster way (``torch._foreach`` kernels, one
+``split_with_sizes`` call); the default computes the same values with the backend's own
+per-tensor kernels, so callers never ask whether a backend has it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .elementwise import ElementwiseOps
+from .index import IndexOps
+from .layout import LayoutOps
+from .reduce import ReduceOps
+from .storage import StorageOps
+from .types import Raw
+
+
+class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps):
+    """Defaults written with the abstract kernels of the other families."""
+
+    def split_views(self, x: Raw, sizes: Sequence[int], dim: int) -> list[Raw]:
+        """Consecutive views of ``sizes`` along ``dim``: one ``index`` per piece by default."""
+        lead = (slice(None),) * dim
+        out = []
+        start = 0
+        for n in sizes:
+            out.append(self.index(x, (*lead, slice(start, start + n))))
+            start += n
+        return out
+
+    def clip_norm_many(
+        self, grads: list[Raw], max_norm: float, eps: float
+    ) -> tuple[list[Raw], Raw]:
+        """Gradients scaled by ``min(1, max_norm / (norm + eps))`` and their global L2 norm.
+
+        No branch on the norm's value (a clamp), so nothing is read back; the inputs are left
+        unchanged. The default sums each gradient's squares, one tensor at a time.
+        """
+        sq = None
+        for g in grads:
+            s = self.sum(self.mul(g, g))
+            sq = s if sq is None else self.add(sq, s)
+        total = self.asarray(self.sqrt(sq))
+        scaled = self.rdiv_scalar(self.add_scalar(total, self.scalar(eps, total)), max_norm)
+        factor = self.asarray(self.clamp(self.asarray(scaled), None, 1.0))
+        dtype = self.dtype_of(factor)
+        out = []
+        for g in grads:
+            dg = self.dtype_of(g)
+            f = factor if dg is dtype else self.cast(factor, dg)
+            out.append(self.asarray(self.mul(g, f)))
+        return out, total
+
+    def adam_many(
+        self,
+        params: list[Raw],
+        grads: list[Raw],
+        exp_avgs: list[Raw] | None,
+        exp_avg_sqs: list[Raw] | None,
+        step: int,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        weight_decay: float,
+        decoupled: bool,
+        donate_moments: bool = False,
+    ) -> tuple[list[Raw], list[Raw], list[Raw]]:
+        """One Adam / AdamW step of many parameters: new parameters, first and second moments.
+
+        The values of ``ember.optim.Adam.update`` per parameter (``exp_avgs`` / ``exp_avg_sqs``
+        are ``None`` on the first step). The inputs are left unchanged; ``donate_moments`` says
+        the caller holds the moments' only references, so a kernel may update them in place
+        (the default never does).
+        """
+        root_bc2 = math.sqrt(1.0 - beta2**step)
+        shift = eps * root_bc2
+        rate = lr * root_bc2 / (1.0 - beta1**step)
+        new, ms, vs = [], [], []
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if weight_decay and decoupled:
+                p = self.mul_scalar(p, self.scalar(1.0 - lr * weight_decay, p))
+            elif weight_decay:
+                g = self.add(g, self.mul_scalar(p, self.scalar(weight_decay, p)))
+            g2 = self.mul(g, g)
+            if exp_avgs is None or exp_avg_sqs is None:
+                m = self.mul_scalar(g, self.scalar(1.0 - beta1, g))
+                v = self.mul_scalar(g2, self.scalar(1.0 - beta2, g2))
+            else:  # the moving averages as lerps, m + (g - m)(1 - b1), as Adam.update has them
+                m0, v0 = exp_avgs[i], exp_avg_sqs[i]
+                d = self.sub(g, m0)
+                m = self.add(m0, self.mul_scalar(d, self.scalar(1.0 - beta1, d)))
+                d = self.sub(g2, v0)
+                v = self.add(v0, self.mul_scalar(d, self.scalar(1.0 - beta2, d)))
+            m, v = self.asarray(m), self.asarray(v)
+            root = self.sqrt(v)
+            ratio = self.div(m, self.add_scalar(root, self.scalar(shift, root)))
+            p = self.sub(p, self.mul_scalar(ratio, self.scalar(rate, ratio)))
+            new.append(self.asarray(p))
+            ms.append(m)
+            vs.append(v)
+        return new, ms, vs
