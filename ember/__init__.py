@@ -2,8 +2,15 @@
 
 Autodiff is chosen at run time: a device carries a default context, each tensor its own, and
 ``loss.backward()`` returns a :class:`Gradients` container. See the README for a tour.
+
+The public names are ``__all__`` (the names API.md puts on ``em.``), and ``dir(em)`` lists
+exactly those. Other modules are imported by name: ``from ember import record``,
+``from ember.models import GPT``, ``from ember import distributed``.
 """
 
+from . import amp as amp
+from . import autodiff as autodiff
+from . import checkpoint as checkpoint
 from . import data as data
 from . import nn as nn
 from . import ops as _ops  # noqa: F401  (registers every op row)
@@ -13,7 +20,7 @@ from .autodiff.gradients import Gradients as Gradients
 from .checkpoint.strategy import GradientCheckpointingStrategy as GradientCheckpointingStrategy
 from .dtype import DType as DType
 from .dtype import bfloat16 as bfloat16
-from .dtype import bool_ as bool  # noqa: F401  (API.md: em.bool)
+from .dtype import bool_ as bool  # API.md: em.bool (the builtin is not used below)
 from .dtype import float16 as float16
 from .dtype import float32 as float32
 from .dtype import float64 as float64
@@ -32,7 +39,55 @@ from .tensor.tensor import Tensor as Tensor
 
 __version__ = "0.1.0"
 
+__all__ = [
+    # devices, tensors, random numbers
+    "Device",
+    "default_device",
+    "Tensor",
+    "tensor",
+    "Distribution",
+    "seed",
+    # dtypes
+    "DType",
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int32",
+    "int64",
+    "bool",
+    # autodiff and checkpointing
+    "Gradients",
+    "GradientCheckpointingStrategy",
+    # errors
+    "EmberError",
+    "AutodiffError",
+    "ShapeError",
+    "DTypeError",
+    "DeviceError",
+    # subpackages
+    "amp",
+    "autodiff",
+    "checkpoint",
+    "data",
+    "nn",
+    "optim",
+    "train",
+]
 
+
+# ``em.tensor`` is this function, as API.md promises; defined after the imports above, it takes
+# the place of the attribute the import system gave the internal ``ember.tensor`` package. So
+# ``import ember.tensor as T`` yields the function, while ``from ember.tensor import x`` and
+# ``from ember.tensor.device import Device`` import from the package (they read sys.modules).
+# Renaming the package (to ``ember/_core/``) ends the shadow.
 def tensor(data: object, *, device: Device | None = None, dtype: object = None) -> Tensor:
     """Same as ``Tensor.from_data``: ``em.tensor([[1.0, 2.0]])``."""
     return Tensor.from_data(data, device=device, dtype=dtype)
+
+
+def __dir__() -> list[str]:
+    """``dir(em)``: the public names. Internal modules that the import system binds as attributes
+    of the package (``ember.backend``, ``ember.ops``, ``ember.record`` once imported ...) stay
+    reachable under their full names but are not listed."""
+    return sorted([*__all__, "__version__"])
