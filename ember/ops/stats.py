@@ -5,6 +5,7 @@ Full reductions (``prod()``, ``max()``, ``min()``) are composites over a flatten
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .registry import Cost, Domain, Examples, Grads, Saves, defop
@@ -26,9 +27,22 @@ def var_backward(ctx: Any, grad: Any) -> Grads:
     (x,) = ctx.inputs
     dim = ctx.attrs["dim"]
     n = x.shape[dim]
-    # d/dx_i sum_j (x_j - mean)^2 / (n - c) = 2 (x_i - mean) / (n - c); the mean's terms cancel
+    if n == 0:
+        return (b.zeros_like(x),)
+    # d/dx_i sum_j (x_j - mean)^2 / (n - c) = 2 (x_i - mean) / (n - c); the mean's terms cancel.
+    # As PyTorch: n < c keeps the factor 2 / (n - c) (the forward divides by max(n - c, 0), inf)
     d = x - b.mean_dim(x, dim)
-    return (grad * d * (2.0 / (n - ctx.attrs["correction"])),)
+    m = n - ctx.attrs["correction"]
+    if m:
+        return (grad * d * (2.0 / m),)
+    return (_times_inf(b, grad * d),)  # n == c: the factor is 2 / 0 (n = c = 1: every d is 0)
+
+
+def _times_inf(b: Any, g: Any) -> Any:
+    """``g * inf`` without floating-point warnings: +-inf by sign, NaN where ``g`` is 0 or NaN."""
+    dt = b.dtype_of(g)
+    inf = b.full(g.shape, math.inf, dt)
+    return b.where(g > 0, inf, b.where(g < 0, -inf, b.full(g.shape, math.nan, dt)))
 
 
 def _prod_examples(rng: Any) -> Examples:
