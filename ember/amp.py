@@ -1,15 +1,16 @@
 """Mixed precision: matmul, convolution and attention in bfloat16 or float16, the rest in float32.
 
-Parameters and optimizer state stay float32. Inside ``autocast(dtype)`` every op on the
-low-precision list casts its float inputs to ``dtype`` (the casts are ops of the graph, so the
-gradients reaching float32 parameters are float32), and every op on the full-precision list
-(softmax, normalisation, losses) casts low-precision inputs up to float32. The cross-entropy rows
-are on neither list: they read low-precision logits directly, compute in float32 inside the kernel
-and return a float32 loss, so no float32 copy of the (often largest) logits tensor is made or kept,
-and the logits' gradient comes back in their own dtype. An elementwise op
-between a low-precision tensor and a smaller float32 operand that broadcasts over it (a bias)
-runs in low precision, as a fused ``addmm`` bias would; two full-size operands of different
-precision (a residual stream) promote to float32 as usual. Backward kernels run in the dtype their
+Parameters and optimizer state stay float32. Each op's row says what autocast does with it
+(``OpSpec.precision``, read here and nowhere else): inside ``autocast(dtype)`` every ``LOW`` row
+casts its float inputs to ``dtype`` (the casts are ops of the graph, so the gradients reaching
+float32 parameters are float32), and every ``FULL`` row (softmax, normalisation, losses) casts
+low-precision inputs up to float32. The cross-entropy rows are ``KEEP``: they read
+low-precision logits directly, compute in float32 inside the kernel and return a float32 loss, so
+no float32 copy of the (often largest) logits tensor is made or kept, and the logits' gradient
+comes back in their own dtype. An elementwise ``FOLLOW`` op between a low-precision tensor and a
+smaller float32 operand that broadcasts over it (a bias) runs in low precision, as a fused
+``addmm`` bias would; two full-size operands of different precision (a residual stream) promote to
+float32 as usual. Backward kernels run in the dtype their
 forward used. float16 needs loss scaling (``GradScaler``); bfloat16 does not.
 
 The policy is process-wide (not per thread) and applies to every backend; it pays off on CUDA,
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dtype import DType, as_dtype, bfloat16, float16, float32
 from .errors import DTypeError
+from .ops.registry import Precision
 from .tensor import dispatch
 from .tensor.tensor import Tensor
 
@@ -51,38 +53,25 @@ if TYPE_CHECKING:
     from .optim.base import Optimizer
     from .optim.grads import GradientsParams
 
-LOW_PRECISION_OPS = frozenset({"matmul", "linear", "conv2d", "conv_transpose2d", "attention"})
-FULL_PRECISION_OPS = frozenset(
-    {
-        "softmax",
-        "log_softmax",
-        "nll_loss",
-        "layer_norm",
-        "rms_norm",
-        "batch_norm",
-        "binary_cross_entropy",
-        "binary_cross_entropy_with_logits",
-    }
-)
+_LOW = Precision.LOW
+_FULL = Precision.FULL
+_FOLLOW = Precision.FOLLOW
 
 
 class Policy:
     """Which dtype each op computes in while ``autocast`` is active.
 
+    What an op does is its row's ``precision`` (``ember.ops.registry.Precision``): ``LOW`` rows
+    (matmul, linear, convolutions, attention) cast float operands to ``dtype``, ``FULL`` rows
+    (softmax, normalisation, most losses) cast float16/bfloat16 operands up to float32,
+    ``FOLLOW`` rows (add, sub, mul, div) bring a smaller float32 operand (a bias) to the
+    low-precision operand's dtype, ``KEEP`` rows run in their operands' dtypes.
+
     Args:
-        dtype: ``em.bfloat16`` or ``em.float16``: the compute dtype of ``low_precision`` ops.
-        low_precision: Op names computed in ``dtype`` (default ``LOW_PRECISION_OPS``).
-        full_precision: Op names whose float16/bfloat16 inputs are cast up to float32 (default
-            ``FULL_PRECISION_OPS``). ``cross_entropy`` and ``cross_entropy_soft`` need no entry:
-            their kernels read low-precision logits and compute in float32 themselves.
+        dtype: ``em.bfloat16`` or ``em.float16``: the compute dtype of ``LOW`` rows.
     """
 
-    def __init__(
-        self,
-        dtype: DType,
-        low_precision: frozenset[str] = LOW_PRECISION_OPS,
-        full_precision: frozenset[str] = FULL_PRECISION_OPS,
-    ) -> None:
+    def __init__(self, dtype: DType) -> None:
         d = as_dtype(dtype)
         if d is not bfloat16 and d is not float16:
             raise DTypeError(
@@ -90,20 +79,18 @@ class Policy:
                 f"{d.name}. Outside autocast everything runs in the tensors' own dtypes."
             )
         self.dtype = d
-        self.low_precision = low_precision
-        self.full_precision = full_precision
 
     def __call__(self, spec: Any, xs: Sequence[Tensor]) -> Any:
         """The operands of ``spec`` cast to the dtypes this policy computes it in."""
-        name = spec.name
-        if name in self.low_precision:
+        p = spec.precision
+        if p is _LOW:
             # 0-d operands of these rows are "none" placeholders (no bias, no mask): left as
             # they are, so no cast runs for them
             low = self.dtype
             return _cast_floats(xs, low, lambda d: d is not low, keep_scalars=True)
-        if name in self.full_precision:
+        if p is _FULL:
             return _cast_floats(xs, float32, lambda d: d is self.dtype)
-        if name in dispatch.ARITHMETIC_OPS and len(xs) == 2:
+        if p is _FOLLOW and len(xs) == 2:
             a, c = xs
             da, dc = a.dtype, c.dtype
             low = self.dtype
@@ -129,7 +116,7 @@ def _cast_floats(xs: Sequence[Tensor], to: DType, want: Any, keep_scalars: bool 
 
 def current_policy() -> Policy | None:
     """The active policy, or ``None`` outside ``autocast``."""
-    hook = dispatch.autocast
+    hook = dispatch.autocast_policy()
     return hook if isinstance(hook, Policy) else None
 
 
@@ -147,12 +134,11 @@ def autocast(dtype: DType | Policy = bfloat16, enabled: bool = True) -> Iterator
     policy = None
     if enabled:
         policy = dtype if isinstance(dtype, Policy) else Policy(dtype)
-    previous = dispatch.autocast
-    dispatch.autocast = policy
+    previous = dispatch.set_autocast(policy)
     try:
         yield policy
     finally:
-        dispatch.autocast = previous
+        dispatch.set_autocast(previous)
 
 
 class GradScaler:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop
+from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, defop
 
 CB = Cost.COMPUTE_BOUND
 F = Domain.FLOAT
@@ -37,6 +37,7 @@ def _conv2d_examples(rng: Any) -> Examples:
 
 @defop(
     "conv2d",
+    precision=Precision.LOW,
     arity=3,
     cost=CB,
     saves=Saves.INPUTS,
@@ -84,6 +85,7 @@ def _conv_t_examples(rng: Any) -> Examples:
 
 @defop(
     "conv_transpose2d",
+    precision=Precision.LOW,
     arity=3,
     cost=CB,
     saves=Saves.INPUTS,

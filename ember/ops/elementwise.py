@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop, nondiff
+from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, defop, nondiff
 
 MB = Cost.MEMORY_BOUND
 F = Domain.FLOAT
@@ -98,24 +98,32 @@ def _logical_examples(arity: int) -> Any:
 
 
 # ---------------------------------------------------------------- binary
-@defop("add", arity=2, cost=MB, dtypes=N)
+@defop("add", arity=2, cost=MB, dtypes=N, precision=Precision.FOLLOW)
 def add_backward(ctx: Any, grad: Any) -> Grads:
     return grad, grad
 
 
-@defop("sub", arity=2, cost=MB, dtypes=N)
+@defop("sub", arity=2, cost=MB, dtypes=N, precision=Precision.FOLLOW)
 def sub_backward(ctx: Any, grad: Any) -> Grads:
     return grad, (-grad if _need(ctx, 1) else None)
 
 
-@defop("mul", arity=2, cost=MB, saves=Saves.INPUTS, dtypes=N)
+@defop("mul", arity=2, cost=MB, saves=Saves.INPUTS, dtypes=N, precision=Precision.FOLLOW)
 def mul_backward(ctx: Any, grad: Any) -> Grads:
     x, y = ctx.inputs
     # d(xy)/dx = y, d(xy)/dy = x
     return (grad * y if _need(ctx, 0) else None), (grad * x if _need(ctx, 1) else None)
 
 
-@defop("div", arity=2, cost=MB, saves=Saves.INPUTS, dtypes=N, domain=(0.5, 2.0))
+@defop(
+    "div",
+    arity=2,
+    cost=MB,
+    saves=Saves.INPUTS,
+    dtypes=N,
+    domain=(0.5, 2.0),
+    precision=Precision.FOLLOW,
+)
 def div_backward(ctx: Any, grad: Any) -> Grads:
     x, y = ctx.inputs
     gx = grad / y

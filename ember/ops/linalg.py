@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Saves, defop
+from .registry import Cost, Domain, Examples, Grads, Precision, Saves, defop
 
 
 def _matmul_examples(rng: Any) -> Examples:
@@ -18,6 +18,7 @@ def _matmul_examples(rng: Any) -> Examples:
 
 @defop(
     "matmul",
+    precision=Precision.LOW,
     arity=2,
     cost=Cost.COMPUTE_BOUND,
     saves=Saves.INPUTS,
@@ -51,6 +52,7 @@ def _linear_examples(rng: Any) -> Examples:
 
 @defop(
     "linear",
+    precision=Precision.LOW,
     arity=3,
     cost=Cost.COMPUTE_BOUND,
     saves=Saves.INPUTS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop
+from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, defop
 
 CB = Cost.COMPUTE_BOUND
 MB = Cost.MEMORY_BOUND
@@ -26,13 +26,29 @@ def _softmax_examples(rng: Any) -> Examples:
     ]
 
 
-@defop("softmax", arity=1, cost=CB, saves=Saves.OUTPUT, dtypes=F, examples=_softmax_examples)
+@defop(
+    "softmax",
+    arity=1,
+    cost=CB,
+    saves=Saves.OUTPUT,
+    dtypes=F,
+    examples=_softmax_examples,
+    precision=Precision.FULL,
+)
 def softmax_backward(ctx: Any, grad: Any) -> Grads:
     # d softmax: y * (g - sum(g * y, dim))
     return (ctx.b.softmax_backward(grad, ctx.output, ctx.attrs["dim"]),)
 
 
-@defop("log_softmax", arity=1, cost=CB, saves=Saves.OUTPUT, dtypes=F, examples=_softmax_examples)
+@defop(
+    "log_softmax",
+    arity=1,
+    cost=CB,
+    saves=Saves.OUTPUT,
+    dtypes=F,
+    examples=_softmax_examples,
+    precision=Precision.FULL,
+)
 def log_softmax_backward(ctx: Any, grad: Any) -> Grads:
     # d log_softmax: g - exp(y) * sum(g, dim)
     return (ctx.b.log_softmax_backward(grad, ctx.output, ctx.attrs["dim"]),)
@@ -49,6 +65,7 @@ def _layer_norm_examples(rng: Any) -> Examples:
 
 @defop(
     "layer_norm",
+    precision=Precision.FULL,
     arity=3,
     cost=CB,
     saves=Saves.INPUTS,
@@ -71,7 +88,15 @@ def _rms_norm_examples(rng: Any) -> Examples:
     ]
 
 
-@defop("rms_norm", arity=2, cost=CB, saves=Saves.INPUTS, dtypes=F, examples=_rms_norm_examples)
+@defop(
+    "rms_norm",
+    arity=2,
+    cost=CB,
+    saves=Saves.INPUTS,
+    dtypes=F,
+    examples=_rms_norm_examples,
+    precision=Precision.FULL,
+)
 def rms_norm_backward(ctx: Any, grad: Any) -> Grads:
     x, w = ctx.inputs
     a = ctx.attrs
@@ -89,6 +114,7 @@ def _batch_norm_examples(rng: Any) -> Examples:
 
 @defop(
     "batch_norm",
+    precision=Precision.FULL,
     arity=3,
     cost=CB,
     saves=Saves.INPUTS,
@@ -161,7 +187,14 @@ def _nll_examples(rng: Any) -> Examples:
     ]
 
 
-@defop("nll_loss", arity=2, cost=CB, saves=Saves.INPUTS, examples=_nll_examples)
+@defop(
+    "nll_loss",
+    arity=2,
+    cost=CB,
+    saves=Saves.INPUTS,
+    examples=_nll_examples,
+    precision=Precision.FULL,
+)
 def nll_loss_backward(ctx: Any, grad: Any) -> Grads:
     _, target = ctx.inputs
     # -g at each row's target class, 0 elsewhere and on ignored rows
@@ -178,6 +211,7 @@ def _bce_examples(rng: Any) -> Examples:
 
 @defop(
     "binary_cross_entropy",
+    precision=Precision.FULL,
     arity=2,
     cost=MB,
     saves=Saves.INPUTS,
@@ -201,6 +235,7 @@ def _bce_logits_examples(rng: Any) -> Examples:
 
 @defop(
     "binary_cross_entropy_with_logits",
+    precision=Precision.FULL,
     arity=3,
     cost=MB,
     saves=Saves.INPUTS,
@@ -252,6 +287,7 @@ def _attention_examples(rng: Any) -> Examples:
 
 @defop(
     "attention",
+    precision=Precision.LOW,
     arity=5,
     cost=CB,
     saves=Saves.INPUTS,

@@ -15,9 +15,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
-
-from ..backend.base import install_rows
 
 Array = Any
 Grads = tuple[Array | None, ...]
@@ -42,6 +41,24 @@ class Saves(enum.Flag):
     BOTH = INPUTS | OUTPUT
 
 
+class Precision(enum.Enum):
+    """What ``ember.amp.autocast`` does with an op's float operands (``OpSpec.precision``).
+
+    ``KEEP`` (the default): the op runs in its operands' own dtypes. ``LOW``: float operands are
+    cast to the policy's low-precision dtype (matmul, linear, convolutions, attention); 0-d
+    operands, a row's "none" placeholders, are left alone. ``FULL``: float16/bfloat16 operands
+    are cast up to float32 (softmax, normalisation, losses that need the range). ``FOLLOW``
+    (elementwise arithmetic): a float32 operand smaller than a low-precision one, a bias, is cast
+    to the low dtype, as a fused ``addmm`` bias would be; it only acts on operands of different
+    float dtypes. Outside autocast every class runs in the operands' dtypes.
+    """
+
+    KEEP = "keep"
+    LOW = "low"
+    FULL = "full"
+    FOLLOW = "follow"
+
+
 class Domain(enum.Enum):
     """Which input dtypes an op accepts."""
 
@@ -64,15 +81,18 @@ class OpSpec:
     dtypes: Domain = Domain.ANY
     examples: Callable[[Any], Sequence[Example]] | None = None
     smooth: bool = True  # False where finite differences don't apply (kinks are avoided by domain)
+    precision: Precision = Precision.KEEP  # what amp does with the float operands
     saves_inputs: bool = field(init=False)
     saves_output: bool = field(init=False)
     memory_bound: bool = field(init=False)
+    autocasts: bool = field(init=False)  # precision is LOW or FULL: amp may cast any operand
 
     def __post_init__(self) -> None:
         # plain booleans: the dispatch hot path reads them on every op
         self.saves_inputs = bool(self.saves & Saves.INPUTS)
         self.saves_output = bool(self.saves & Saves.OUTPUT)
         self.memory_bound = self.cost is Cost.MEMORY_BOUND
+        self.autocasts = self.precision is Precision.LOW or self.precision is Precision.FULL
 
     @property
     def differentiable(self) -> bool:
@@ -101,11 +121,16 @@ def defop(
     dtypes: Domain = Domain.ANY,
     examples: Callable[[Any], Sequence[Example]] | None = None,
     smooth: bool = True,
+    precision: Precision = Precision.KEEP,
 ) -> Callable[[Rule], Rule]:
     """Decorate a backward rule to register the op ``name``."""
 
     def wrap(rule: Rule) -> Rule:
-        register(OpSpec(name, arity, rule, cost, saves, forward, domain, dtypes, examples, smooth))
+        register(
+            OpSpec(
+                name, arity, rule, cost, saves, forward, domain, dtypes, examples, smooth, precision
+            )
+        )
         return rule
 
     return wrap
@@ -133,8 +158,25 @@ def nondiff(
     )
 
 
-# Each backend owns a kernel table (``ember.backend.base.KernelTable``) that reads its rows here.
-install_rows(OPS)
+class KernelTable(dict[str, Callable[..., Array]]):
+    """Per-backend cache: op name -> the callable computing its forward on that backend.
+
+    Forwards are called as ``fn(*raw_inputs, **attrs)``: attrs are keywords, so a backend
+    method's (or a row ``forward``'s) parameters after the inputs are named as the attrs are.
+    """
+
+    def __init__(self, b: Any) -> None:
+        super().__init__()
+        self.b = b
+
+    def __missing__(self, name: str) -> Callable[..., Array]:
+        spec = OPS[name]
+        if spec.forward is not None:
+            fn = partial(spec.forward, self.b)
+        else:
+            fn = getattr(self.b, name)
+        self[name] = fn
+        return fn
 
 
 def run_forward(b: Any, spec: OpSpec, raws: Sequence[Array], attrs: dict[str, Any]) -> Array:

@@ -1,8 +1,10 @@
 """Op dispatch: every Tensor method ends here.
 
-``apply`` validates operands (device, strategy, dtype domain), runs the row's forward on the raw
-arrays, and records a graph node when the result is a tracked float tensor. Plain operands pay no
-autodiff cost; untracked autodiff operands record nothing.
+Front halves per arity (``apply``, ``apply1``, ``apply2``, ``binary``, ``scalar``, ``record``)
+collect the raw operands, check devices, strategies and dtype domains, and run the row's forward.
+Two functions are shared by all of them: ``_autocast`` (called before the kernel when the row's
+``precision`` asks) and ``_record``, the one place an autodiff result and its graph node are built.
+Plain operands pay no autodiff cost; untracked autodiff operands record nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..autodiff.node import Node
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..dtype import DType, promote, scalar_dtype
 from ..errors import DTypeError
-from ..ops.registry import OPS, Domain, OpSpec
+from ..ops.registry import OPS, Domain, OpSpec, Precision
 from . import checks
 
 if TYPE_CHECKING:
@@ -26,13 +28,41 @@ if TYPE_CHECKING:
 
 _BAL = GradientCheckpointingStrategy.Balanced
 _ANY = Domain.ANY
+_KEEP = Precision.KEEP
 _new = object.__new__
 _node_of = attrgetter("_node")
 _shape_of = attrgetter("shape")
 _NO_ATTRS: dict[str, Any] = {}
-# set by ``ember.amp.autocast`` while a mixed-precision policy is active: (spec, tensors) ->
-# tensors, casting operands to the dtype the policy computes ``spec`` in
+# the active mixed-precision policy, set by ``ember.amp.autocast``: (spec, tensors) -> tensors
+# cast to the dtypes the policy computes ``spec`` in. Read by ``_autocast`` (and reported by
+# ``autocast_policy``) only, so where the policy lives is decided in these three functions.
 autocast: Any = None
+
+
+def autocast_policy() -> Any:
+    """The active autocast policy, or ``None``."""
+    return autocast
+
+
+def set_autocast(policy: Any) -> Any:
+    """Make ``policy`` (or ``None``) the active autocast policy; returns the previous one."""
+    global autocast
+    previous = autocast
+    autocast = policy
+    return previous
+
+
+def _autocast(spec: OpSpec, xs: Any) -> Any:
+    """The autocast decision, for every entry point: ``xs`` as the active policy computes ``spec``.
+
+    Entry points call it before their kernel runs when the row's ``precision`` asks for it
+    (``spec.autocasts``: LOW or FULL; FOLLOW rows only when their float operands differ in dtype).
+    Outside autocast it returns ``xs`` unchanged.
+    """
+    policy = autocast
+    if policy is None:
+        return xs
+    return policy(spec, xs)
 
 
 def wrap(cls: type[Tensor], data: Any, dev: Any, strategy: Any = None, node: Any = None) -> Tensor:
@@ -46,10 +76,10 @@ def wrap(cls: type[Tensor], data: Any, dev: Any, strategy: Any = None, node: Any
 
 def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, Any]) -> Tensor:
     """Run ``spec`` on tensors ``xs`` (one per input; all of a list-input op's tensors)."""
-    if autocast is not None:
-        xs = autocast(spec, xs)
+    if spec.precision is not _KEEP:
+        xs = _autocast(spec, xs)
     if len(xs) == 1 and spec.arity == 1:
-        return apply1(spec, xs[0], attrs)
+        return _apply1(spec, xs[0], attrs)
     t0 = xs[0]
     dev = t0._dev
     strategy = t0._strategy
@@ -80,36 +110,19 @@ def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, 
         out = fn(*raws)
     if type(out) is not b.array_type:
         out = b.asarray(out)
-    t = _new(t0.__class__)
-    t._data = out
-    t._dev = dev
-    t._strategy = strategy
-    t._node = None
-    # a node only for a float result of a differentiable row with a tracked input
-    if (
-        strategy is None
-        or spec.backward is None
-        or parents.count(None) == len(parents)
-        or not b.is_float(out)
-    ):
-        return t
-    if strategy is _BAL:
-        t._node = _balanced(spec, tuple(parents), raws, out, attrs, b)
-        return t
-    t._node = Node(
-        spec,
-        tuple(parents),
-        tuple(raws) if spec.saves_inputs else None,
-        out if spec.saves_output else None,
-        attrs,
-        tuple(map(_shape_of, raws)),
-        b,
-    )
-    return t
+    if strategy is None:
+        return wrap(t0.__class__, out, dev)
+    return _record(spec, t0.__class__, tuple(parents), tuple(raws), out, attrs, strategy, dev)
 
 
 def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
-    """``apply`` for one input: the hot path of unary and layout ops (no autocast here)."""
+    """``apply`` for one input: the hot path of unary and layout ops."""
+    if spec.autocasts:
+        x = _autocast(spec, (x,))[0]
+    return _apply1(spec, x, attrs)
+
+
+def _apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
     data = x._data
     dev = x._dev
     b = dev.b
@@ -121,35 +134,10 @@ def apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
         out = b.table[spec.name](data)
     if type(out) is not b.array_type:
         out = b.asarray(out)
-    return _record1(spec, x, data, out, attrs, x._strategy, dev)
-
-
-def _record1(
-    spec: OpSpec, x: Tensor, data: Any, out: Any, attrs: dict[str, Any], strategy: Any, dev: Any
-) -> Tensor:
-    """``record`` for one input (the per-op hot path of unary, layout and tensor-scalar ops)."""
-    t = _new(x.__class__)
-    t._data = out
-    t._dev = dev
-    t._strategy = strategy
-    p = x._node
-    b = dev.b
-    if p is None or spec.backward is None or not b.is_float(out):
-        t._node = None
-        return t
-    if strategy is _BAL:
-        t._node = _balanced(spec, (p,), (data,), out, attrs, b)
-        return t
-    t._node = Node(
-        spec,
-        (p,),
-        (data,) if spec.saves_inputs else None,
-        out if spec.saves_output else None,
-        attrs,
-        (data.shape,),
-        b,
-    )
-    return t
+    strategy = x._strategy
+    if strategy is None:
+        return wrap(x.__class__, out, dev)
+    return _record(spec, x.__class__, (x._node,), (data,), out, attrs, strategy, dev)
 
 
 def record(
@@ -161,19 +149,35 @@ def record(
     strategy: Any,
     dev: Any,
 ) -> Tensor:
-    """Wrap ``out`` as an autodiff tensor; add a node when a float result has tracked inputs."""
-    t = _new(xs[0].__class__)
+    """Wrap ``out``, computed from tensors ``xs`` (raw ``raws``), as an autodiff result."""
+    return _record(
+        spec, xs[0].__class__, tuple(map(_node_of, xs)), tuple(raws), out, attrs, strategy, dev
+    )
+
+
+def _record(
+    spec: OpSpec,
+    cls: type[Tensor],
+    parents: tuple[Node | None, ...],
+    raws: tuple[Any, ...],
+    out: Any,
+    attrs: dict[str, Any],
+    strategy: Any,
+    dev: Any,
+) -> Tensor:
+    """The one recorder: every entry point's autodiff result is built here.
+
+    ``out`` was computed from ``raws`` (one per input; ``parents`` their nodes). A node is added
+    when the row is differentiable, some input is tracked and the result is float; what it keeps
+    (its inputs, its output, or only a recipe) is the strategy's decision.
+    """
+    t = _new(cls)
     t._data = out
     t._dev = dev
     t._strategy = strategy
-    t._node = None
-    if spec.backward is None:
-        return t
-    parents = tuple(map(_node_of, xs))
-    if parents.count(None) == len(parents):
-        return t
     b = dev.b
-    if not b.is_float(out):
+    if spec.backward is None or parents.count(None) == len(parents) or not b.is_float(out):
+        t._node = None
         return t
     if strategy is _BAL:
         t._node = _balanced(spec, parents, raws, out, attrs, b)
@@ -181,7 +185,7 @@ def record(
     t._node = Node(
         spec,
         parents,
-        tuple(raws) if spec.saves_inputs else None,
+        raws if spec.saves_inputs else None,
         out if spec.saves_output else None,
         attrs,
         tuple(map(_shape_of, raws)),
@@ -238,8 +242,7 @@ def unify(spec: OpSpec, xs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     weight of a matmul both go to bfloat16, with no float32 round trip); whatever still differs
     is cast to the promoted dtype.
     """
-    if autocast is not None:
-        xs = tuple(autocast(spec, xs))
+    xs = tuple(_autocast(spec, xs))
     dt = xs[0].dtype
     for x in xs[1:]:
         if x.dtype is not dt:
@@ -249,10 +252,14 @@ def unify(spec: OpSpec, xs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
 
 def binary(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     """Elementwise op of two tensors: dtype promotion and broadcasting checks, then ``apply2``."""
-    if autocast is not None:
-        a, c = autocast(spec, (a, c))
     x = a._data
     y = c._data
+    if x.dtype != y.dtype and spec.precision is not _KEEP:
+        # FOLLOW rows (a bias joins a low-precision operand) decide only for different dtypes;
+        # LOW and FULL rows are decided by ``apply2``
+        a, c = _autocast(spec, (a, c))
+        x = a._data
+        y = c._data
     if x.dtype != y.dtype:
         da, dc = a.dtype, c.dtype
         if da.is_float and dc.is_float and spec.name in ARITHMETIC_OPS:
@@ -306,11 +313,9 @@ def _mixed(spec: OpSpec, da: DType, dc: DType) -> OpSpec:
 
 
 def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
-    """``apply`` for two inputs whose dtypes and shapes the caller has checked.
-
-    No autocast here: ``binary`` applied it before promoting dtypes, and the matmul fast path
-    only calls this outside autocast.
-    """
+    """``apply`` for two inputs whose dtypes and shapes the caller has checked (binary, matmul)."""
+    if spec.autocasts:
+        a, c = _autocast(spec, (a, c))
     x = a._data
     y = c._data
     dev = a._dev
@@ -329,30 +334,9 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
             strategy = sc
         elif sc is not None:
             raise checks.same_strategy(spec.name, strategy, sc)
-    t = _new(a.__class__)
-    t._data = out
-    t._dev = dev
-    t._strategy = strategy
-    t._node = None
     if strategy is None:
-        return t
-    pa = a._node
-    pc = c._node
-    if (pa is None and pc is None) or spec.backward is None or not b.is_float(out):
-        return t
-    if strategy is _BAL:
-        t._node = _balanced(spec, (pa, pc), (x, y), out, _NO_ATTRS, b)
-        return t
-    t._node = Node(
-        spec,
-        (pa, pc),
-        (x, y) if spec.saves_inputs else None,
-        out if spec.saves_output else None,
-        _NO_ATTRS,
-        (x.shape, y.shape),
-        b,
-    )
-    return t
+        return wrap(a.__class__, out, dev)
+    return _record(spec, a.__class__, (a._node, c._node), (x, y), out, _NO_ATTRS, strategy, dev)
 
 
 def as_scalar(op: str, value: Any) -> int | float | bool:
@@ -386,7 +370,7 @@ def as_scalar(op: str, value: Any) -> int | float | bool:
 def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
     """``x <op> value`` for a Python scalar: the tensor's dtype wins (a float lifts ints)."""
     tv = type(value)
-    if tv is float or tv is int:
+    if (tv is float or tv is int) and not spec.autocasts:
         data = x._data
         dev = x._dev
         b = dev.b
@@ -397,7 +381,9 @@ def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
             strategy = x._strategy
             if strategy is None:
                 return wrap(x.__class__, out, dev)
-            return _record1(spec, x, data, out, {"value": value}, strategy, dev)
+            return _record(
+                spec, x.__class__, (x._node,), (data,), out, {"value": value}, strategy, dev
+            )
     value = as_scalar(spec.name, value)
     dt = x.dtype
     want = scalar_dtype(dt, value)

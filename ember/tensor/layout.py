@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ShapeError
 from ..ops import OPS
 from . import checks
-from . import dispatch as _dispatch
 from .dispatch import apply, apply1
 
 if TYPE_CHECKING:
@@ -46,9 +45,7 @@ def reshape(self: Tensor, shape: Any) -> Tensor:
         target = _reshape_target(src, shape)
     if target is None:
         return self
-    if _dispatch.autocast is None:
-        return apply1(_RESHAPE, self, {"shape": target})
-    return apply(_RESHAPE, (self,), {"shape": target})
+    return apply1(_RESHAPE, self, {"shape": target})
 
 
 def permute(self: Tensor, dims: Any) -> Tensor:
@@ -90,9 +87,7 @@ def swap_dims(self: Tensor, dim1: int, dim2: int) -> Tensor:
     if order is None:
         return self
     # two distinct valid dims make a valid permutation: the row directly, without permute's checks
-    if _dispatch.autocast is None:
-        return apply1(_PERMUTE, self, {"dims": order})
-    return apply(_PERMUTE, (self,), {"dims": order})
+    return apply1(_PERMUTE, self, {"dims": order})
 
 
 def transpose(self: Tensor) -> Tensor:

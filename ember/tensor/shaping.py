@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from . import checks
-from . import dispatch as _dispatch
-from .dispatch import _record1, apply, wrap
+from .dispatch import _record, apply, wrap
 
 _INDEX = OPS["index"]
 
@@ -126,19 +125,23 @@ def _piece(x: Tensor, d: int, start: int, length: int) -> Tensor:
 def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
     """Consecutive ``index`` pieces of ``step`` along ``d`` (the last holds the remainder).
 
-    Each piece is its own ``index`` row, as ``narrow`` records it. Outside autocast their
-    values come from one ``split_views`` call (one split kernel where a backend has a cheaper
-    one than indexing each piece: the same views).
+    Each piece is its own ``index`` row, as ``narrow`` records it. Their
+    values come from one ``split_sizes`` kernel where the backend says that is the cheaper way
+    (``cheap_split``: the same views), else from the row's kernel per piece.
     """
     starts = range(0, size, step)
-    if len(starts) < 2 or _dispatch.autocast is not None:
+    if len(starts) < 2:
         return [_piece(x, d, s, min(step, size - s)) for s in starts]
     data = x._data
     dev = x._dev
     b = dev.b
     lead = (slice(None),) * d
     keys = [(*lead, slice(s, min(s + step, size))) for s in starts]
-    outs = b.split_views(data, [min(step, size - s) for s in starts], d)
+    if getattr(b, "cheap_split", False):
+        outs = b.split_sizes(data, [min(step, size - s) for s in starts], d)
+    else:
+        index = b.table["index"]
+        outs = [index(data, key) for key in keys]
     strategy = x._strategy
     cls = x.__class__
     pieces = []
@@ -148,7 +151,9 @@ def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
         if strategy is None:
             pieces.append(wrap(cls, out, dev))
         else:
-            pieces.append(_record1(_INDEX, x, data, out, {"key": key}, strategy, dev))
+            pieces.append(
+                _record(_INDEX, cls, (x._node,), (data,), out, {"key": key}, strategy, dev)
+            )
     return pieces
 
 

@@ -499,14 +499,8 @@ class Tensor:
         if not isinstance(other, Tensor):
             raise DTypeError(f"matmul: expected a Tensor operand, got {type(other).__name__}.")
         a, c = self._data, other._data
-        if (
-            a.ndim == 2
-            and c.ndim == 2
-            and a.shape[1] == c.shape[0]
-            and a.dtype == c.dtype
-            and _dispatch.autocast is None
-        ):
-            return apply2(_MATMUL, self, other)  # fast path: 2-D product (apply2 checks dtypes)
+        if a.ndim == 2 and c.ndim == 2 and a.shape[1] == c.shape[0] and a.dtype == c.dtype:
+            return apply2(_MATMUL, self, other)  # fast path: 2-D product (apply2 autocasts it)
         x, y = self, other
         if x.ndim == 0 or y.ndim == 0:
             raise ShapeError(
