@@ -15,8 +15,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
+
+from ..backend.base import install_rows
 
 Array = Any
 Grads = tuple[Array | None, ...]
@@ -158,25 +159,8 @@ def nondiff(
     )
 
 
-class KernelTable(dict[str, Callable[..., Array]]):
-    """Per-backend cache: op name -> the callable computing its forward on that backend.
-
-    Forwards are called as ``fn(*raw_inputs, **attrs)``: attrs are keywords, so a backend
-    method's (or a row ``forward``'s) parameters after the inputs are named as the attrs are.
-    """
-
-    def __init__(self, b: Any) -> None:
-        super().__init__()
-        self.b = b
-
-    def __missing__(self, name: str) -> Callable[..., Array]:
-        spec = OPS[name]
-        if spec.forward is not None:
-            fn = partial(spec.forward, self.b)
-        else:
-            fn = getattr(self.b, name)
-        self[name] = fn
-        return fn
+# Each backend owns a kernel table (``ember.backend.base.KernelTable``) that reads its rows here.
+install_rows(OPS)
 
 
 def run_forward(b: Any, spec: OpSpec, raws: Sequence[Array], attrs: dict[str, Any]) -> Array:

@@ -126,8 +126,8 @@ def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
     """Consecutive ``index`` pieces of ``step`` along ``d`` (the last holds the remainder).
 
     Each piece is its own ``index`` row, as ``narrow`` records it. Their
-    values come from one ``split_sizes`` kernel where the backend says that is the cheaper way
-    (``cheap_split``: the same views), else from the row's kernel per piece.
+    values come from one ``split_views`` call (one split kernel where a backend has a cheaper
+    one than indexing each piece: the same views).
     """
     starts = range(0, size, step)
     if len(starts) < 2:
@@ -137,11 +137,7 @@ def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
     b = dev.b
     lead = (slice(None),) * d
     keys = [(*lead, slice(s, min(s + step, size))) for s in starts]
-    if getattr(b, "cheap_split", False):
-        outs = b.split_sizes(data, [min(step, size - s) for s in starts], d)
-    else:
-        index = b.table["index"]
-        outs = [index(data, key) for key in keys]
+    outs = b.split_views(data, [min(step, size - s) for s in starts], d)
     strategy = x._strategy
     cls = x.__class__
     pieces = []
