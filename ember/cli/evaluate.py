@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device", help="cpu, torch:cpu, cuda or cuda:N")
     p.add_argument("--best", action="store_true", help="use best.safetensors (best validation)")
     p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    p.add_argument(
+        "--json", action="store_true", help="print the metrics as strict JSON (NaN or inf as null)"
+    )
     p.set_defaults(run=run, parser=p)
 
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     result: dict[str, Any] = learner.evaluate(loader, prefix=prefix)
     result.update({"weights": str(weights), "dataset": dataset, "examples": _count(loader)})
     if args.json:
-        print(json.dumps(result))
+        print(tasks.dumps(result))  # strict JSON: NaN/inf as null
         return 0
     print(f"{weights} on {dataset} ({prefix}, {result['examples']} examples):")
     for key, value in result.items():

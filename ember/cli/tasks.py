@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +129,33 @@ def make_schedule(lr: float, total_steps: int, warmup: int, min_lr: float) -> op
     )
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (in dicts, lists, tuples), so
+    ``json.dumps`` writes strict JSON (``NaN``/``Infinity`` are not JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kw: Any) -> str:
+    """Strict JSON text of ``value``; non-finite floats become ``null``."""
+    return json.dumps(json_safe(value), allow_nan=False, **kw)
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``dumps(value)`` to ``path`` atomically (a crash leaves the old file or the new)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
 def write_config(run_dir: Path, config: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CONFIG).write_text(json.dumps(config, indent=1))
+    write_json(run_dir / CONFIG, config)
 
 
 def read_config(path: Path) -> tuple[Path, dict[str, Any]]:

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import models
+from ..errors import EmberError
 from ..tensor.creation import seed as seed_all
 from . import tasks
+from .schedule import ContinueSchedule, RunSchedule
 
 # Options a resumed run may change; everything else comes from the run's config.json.
-_RESUME_OVERRIDES = ("epochs", "iters", "device", "display", "patience", "matmul_precision")
+_RESUME_OVERRIDES = (
+    "epochs",
+    "iters",
+    "device",
+    "display",
+    "patience",
+    "matmul_precision",
+    "allow_nonfinite",
+)
 
 # Defaults that depend on the model (nanoGPT's character config for gpt).
 _MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -44,7 +54,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device", help="cpu, torch:cpu, cuda or cuda:N (default: EMBER_DEVICE or cpu)")
     p.add_argument("--epochs", type=_positive_int, help="epochs (image models)")
     p.add_argument("--batch-size", type=_positive_int)
-    p.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    p.add_argument(
+        "--lr",
+        type=_positive_float,
+        help="peak learning rate (default 3e-3; 1e-3 for gpt); the rate warms up linearly for "
+        "--warmup-iters steps, then decays by a half cosine to --min-lr at the last step",
+    )
+    p.add_argument(
+        "--warmup-iters",
+        type=_non_negative_int,
+        help="linear warm-up steps, fewer than the run's steps (default 0; 100 for gpt)",
+    )
+    p.add_argument(
+        "--min-lr",
+        type=_non_negative_float,
+        help="final learning rate, at most --lr (default --lr/50; --lr/10 for gpt)",
+    )
     p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
     p.add_argument("--weight-decay", type=_non_negative_float)
     p.add_argument(
@@ -65,7 +90,11 @@ def add_parser(sub: Any) -> None:
         "--resume",
         type=Path,
         metavar="RUN_DIR",
-        help="continue the run in RUN_DIR from its newest record",
+        help="continue the run in RUN_DIR from its newest record, with its own settings; only "
+        "--epochs, --iters, --device, --display, --patience, --matmul-precision and "
+        "--allow-nonfinite may change. A changed --epochs/--iters continues the learning-rate "
+        "curve from the rate reached (a half cosine down to --min-lr at the new last step); "
+        "an unchanged one reproduces the uninterrupted run",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -77,6 +106,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--patience", type=_positive_int, help="early stopping patience (epochs)")
     p.add_argument("--keep-records", type=_positive_int, default=3)
     p.add_argument("--display", choices=("auto", "tty", "plain", "none"), default="auto")
+    p.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="train on when a loss or weight becomes NaN or infinite (default: stop with an "
+        "error naming the epoch and step, and save nothing diverged)",
+    )
     g = p.add_argument_group("gpt options")
     g.add_argument("--iters", type=_positive_int, default=5000, help="optimizer steps")
     g.add_argument("--block-size", type=_positive_int, default=256)
@@ -93,8 +128,6 @@ def add_parser(sub: Any) -> None:
     g.add_argument(
         "--eval-iters", type=_positive_int, default=200, help="batches per validation estimate"
     )
-    g.add_argument("--warmup-iters", type=int, default=100)
-    g.add_argument("--min-lr", type=_non_negative_float, default=1e-4)
     g.add_argument("--text", type=Path, metavar="PATH", help="train on a local text file")
     p.set_defaults(run=run, parser=p)
 
@@ -103,6 +136,13 @@ def _positive_int(s: str) -> int:
     v = int(s)
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {s}")
+    return v
+
+
+def _non_negative_int(s: str) -> int:
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s}")
     return v
 
 
@@ -132,11 +172,29 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
     if args.resume is not None:
         if args.output is not None:
             parser.error("--resume continues in the run's own directory; drop --output")
+        own = {a.dest for a in parser._actions} - {*_RESUME_OVERRIDES, "resume", "output", "help"}
+        fixed = [
+            "--" + key.replace("_", "-")
+            for key, value in vars(args).items()
+            if key in own and value != parser.get_default(key)
+        ]
+        if fixed:
+            parser.error(
+                f"--resume continues with the run's own settings; {', '.join(fixed)} cannot "
+                "change (a resume may change --epochs, --iters, --device, --display, "
+                "--patience, --matmul-precision, --allow-nonfinite)"
+            )
         run_dir, config = tasks.read_config(args.resume)
         saved = dict(config["cli"])
         for key in _RESUME_OVERRIDES:
             if getattr(args, key) not in (None, parser.get_default(key)):
                 saved[key] = getattr(args, key)
+        if (
+            saved.get("model") == "gpt"
+            and "iters" in saved
+            and args.iters != parser.get_default("iters")
+        ):  # more (or fewer) steps: as many epochs of eval_interval steps as they need
+            saved["epochs"] = -(-int(saved["iters"]) // int(saved["eval_interval"]))
         saved["resume"] = run_dir
         saved["output"] = run_dir
         return argparse.Namespace(**{**vars(args), **saved, "run": args.run, "parser": parser})
@@ -156,11 +214,19 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
             setattr(args, key, value)
     if args.grad_clip is None:
         args.grad_clip = 1.0 if args.model == "gpt" else 0.0
+    if args.min_lr is None:
+        args.min_lr = args.lr / (10 if args.model == "gpt" else 50)
+    elif args.min_lr > args.lr:
+        parser.error(
+            f"--min-lr {args.min_lr:g} is above --lr {args.lr:g}: the learning rate decays from "
+            "--lr down to --min-lr; pass a --min-lr of at most --lr"
+        )
     if args.model == "gpt":
         if args.n_embd % args.n_head:
             parser.error(f"--n-embd {args.n_embd} must be a multiple of --n-head {args.n_head}")
         args.eval_interval = min(args.eval_interval, args.iters)
         args.epochs = -(-args.iters // args.eval_interval)
+        _fill_warmup(args, parser, args.epochs * args.eval_interval)  # before the text loads
     if args.output is None:
         stamp = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         args.output, k = stamp, 2
@@ -173,8 +239,70 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
     return args
 
 
+def _fill_warmup(args: argparse.Namespace, parser: argparse.ArgumentParser, total: int) -> None:
+    """Default ``--warmup-iters`` (gpt: 100, at most the run's steps - 1; else 0), or reject one
+    that leaves no step for the decay."""
+    if args.warmup_iters is None:
+        args.warmup_iters = min(100, total - 1) if args.model == "gpt" else 0
+    elif args.warmup_iters >= total:
+        parser.error(
+            f"--warmup-iters {args.warmup_iters} is not shorter than the run's {total} "
+            "optimizer steps; the cosine decay needs at least one step after the warm-up"
+        )
+
+
+def _schedule(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    steps_per_epoch: int,
+    out: Path,
+    message: Callable[[str], None],
+) -> tuple[RunSchedule, ContinueSchedule | None]:
+    """The run's learning-rate schedule over ``--epochs`` epochs of ``steps_per_epoch`` steps.
+
+    A new run validates and fills ``--warmup-iters``. A resume rebuilds the run's plan from its
+    ``config.json`` and returns the callback that, once the record is restored at step s,
+    continues the curve from s when the total changed (see ``RunSchedule``), saves the new plan
+    to ``config.json`` at once and announces it.
+    """
+    total = args.epochs * steps_per_epoch
+    if args.resume is None:
+        _fill_warmup(args, parser, total)
+        return RunSchedule(args.lr, args.warmup_iters, args.min_lr, total), None
+    _, config = tasks.read_config(out)
+    plan = config.get("lr_schedule")
+    if plan is None:  # a run written before the plan was kept: rebuild what it used
+        gpt = args.model == "gpt"
+        plan = {
+            "lr": args.lr,
+            "warmup": args.warmup_iters if gpt else 0,
+            "min_lr": args.min_lr if gpt else args.lr * 0.02,
+            "total_steps": int(config["cli"]["epochs"]) * steps_per_epoch,
+        }
+    schedule = RunSchedule.from_plan(plan)
+
+    def saved(new_plan: dict[str, Any]) -> None:
+        config["lr_schedule"] = new_plan
+        tasks.write_config(out, config)
+        start, planned = new_plan["changes"][-1]
+        message(
+            f"the run now plans {planned} optimizer steps: the learning rate continues from "
+            f"{schedule.rate(start):.3g} at step {start} and decays to {schedule.min_lr:.3g} at "
+            f"step {planned} (saved in config.json, lr_schedule)"
+        )
+
+    return schedule, ContinueSchedule(schedule, total, saved)
+
+
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from ..train import EarlyStopping, Learner, default_metrics
+    from ..train import (
+        Callback,
+        EarlyStopping,
+        Learner,
+        NonFiniteError,
+        default_metrics,
+        make_display,
+    )
 
     args = _resolve(args, parser)
     resuming = args.resume is not None
@@ -199,28 +327,36 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         model_cfg = tasks.gpt_model_config(args, data.tokenizer.vocab_size)
         extra["tokenizer"] = data.tokenizer.to_dict()
         metrics = default_metrics(classification=False, language_model=True)
-        total_steps = args.epochs * len(train)
-        schedule = tasks.make_schedule(args.lr, total_steps, args.warmup_iters, args.min_lr)
+        steps_per_epoch = len(train)
     else:
         train, valid = tasks.image_loaders(args.dataset, args.batch_size, args.seed, device)
         model_cfg = tasks.image_model_config(args.model, args.dataset)
         metrics = default_metrics()
         steps_per_epoch = -(-len(train) // args.grad_accumulation)
-        schedule = tasks.make_schedule(args.lr, args.epochs * steps_per_epoch, 0, args.lr * 0.02)
+    display = make_display(args.display)
+    schedule, continue_schedule = _schedule(args, parser, steps_per_epoch, out, display.message)
     model = models.build_model(model_cfg, train_device)
     cli = {
         k: (str(v) if isinstance(v, Path) else v)
         for k, v in vars(args).items()
         if k not in ("run", "parser", "resume", "output")
     }
-    config = {"model": model_cfg, "dataset": args.dataset, "cli": cli, **extra}
+    config = {
+        "model": model_cfg,
+        "dataset": args.dataset,
+        "cli": cli,
+        **extra,
+        "lr_schedule": schedule.plan(),
+    }
     if not resuming:
         tasks.write_config(out, config)
 
-    callbacks = []
+    callbacks: list[Callback] = []
     if args.patience is not None:
         monitor = "valid_loss"
         callbacks.append(EarlyStopping(monitor, patience=args.patience))
+    if continue_schedule is not None:
+        callbacks.append(continue_schedule)
     learner = Learner(
         model,
         tasks.make_optimizer(args),
@@ -230,7 +366,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         keep_records=args.keep_records,
         grad_accumulation=args.grad_accumulation,
         callbacks=callbacks,
-        display=args.display,
+        display=display,
+        allow_nonfinite=args.allow_nonfinite,
         best_metric="valid_loss" if args.model == "gpt" else "valid_accuracy",
     )
     learner.display.message(
@@ -239,7 +376,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         + (f", resuming from {out}" if resuming else "")
     )
     t0 = time.perf_counter()
-    history = learner.fit(train, valid, args.epochs, resume=resuming)
+    try:
+        history = learner.fit(train, valid, args.epochs, resume=resuming)
+    except NonFiniteError as e:
+        learner.display.message(f"training stopped at epoch {e.epoch} step {e.step}: diverged")
+        newest = learner.latest_record()
+        kept = f"{newest} holds the last good weights" if newest is not None else "no record exists"
+        raise EmberError(
+            f"{e.summary}; lower --lr (or clip with --grad-clip), or pass --allow-nonfinite to "
+            f"train on. Nothing diverged was saved: {kept}."
+        ) from e
     elapsed = time.perf_counter() - t0
     summary: dict[str, Any] = {"epochs": len(history), "steps": learner.steps, "time_s": elapsed}
     if args.model == "gpt":
@@ -261,6 +407,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             f"test accuracy {tasks.fmt_pct(final['test_accuracy'])} "
             f"(loss {final['test_loss']:.4f}) after {len(history)} epochs in {elapsed:.1f}s"
         )
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    tasks.write_json(out / "summary.json", summary)  # NaN/inf as null: strict JSON
     learner.display.message(f"wrote {out}/ (model.safetensors, metrics.csv, records/)")
     return 0

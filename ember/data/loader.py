@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..tensor.device import Device
 from ..tensor.tensor import Tensor
 from .dataset import Dataset, Item
@@ -17,14 +17,69 @@ from .dataset import Dataset, Item
 _DONE = object()
 
 
-def collate(items: Sequence[Any]) -> Item:
-    """Stack a list of items (tuples of arrays or numbers) into one array per field, (B, ...)."""
+def collate(items: Sequence[Any], *, indices: Sequence[int] | None = None) -> Item:
+    """Stack a list of items (tuples of arrays or numbers) into one array per field, (B, ...).
+
+    Args:
+        items: The batch's items; each a tuple of fields (or one array-like).
+        indices: The items' dataset indices, named in errors (default: their batch positions).
+
+    Raises:
+        ShapeError: The batch is empty, the items have different numbers of fields, or a field
+            has different shapes across items (the message names the items and their shapes).
+        DTypeError: A field mixes kinds of dtype (bool, int, float, ...) across items.
+    """
     if not items:
         raise ShapeError("collate: expected at least one item, got an empty batch.")
+    names = list(range(len(items))) if indices is None else [int(i) for i in indices]
+    what = "batch position" if indices is None else "dataset index"
     first = items[0]
     if not isinstance(first, tuple):
-        return (np.stack([np.asarray(it) for it in items]),)
-    return tuple(np.stack([np.asarray(it[k]) for it in items]) for k in range(len(first)))
+        return (_stack([np.asarray(it) for it in items], names, what, "the item"),)
+    width = len(first)
+    for name, it in zip(names, items):
+        if not isinstance(it, tuple) or len(it) != width:
+            got = f"has {len(it)}" if isinstance(it, tuple) else f"is a {type(it).__name__}"
+            raise ShapeError(
+                f"collate: the item at {what} {names[0]} has {width} fields, the item at "
+                f"{what} {name} {got}; every item must have the same fields. Fix the "
+                "dataset's __getitem__ or pass a collate_fn."
+            )
+    return tuple(
+        _stack([np.asarray(it[k]) for it in items], names, what, f"field {k}") for k in range(width)
+    )
+
+
+def _groups(keys: Sequence[Any], names: Sequence[int], what: str) -> str:
+    """``"(3,) at dataset index 0, 2; (4,) at dataset index 1"``: the items sharing each key."""
+    seen: dict[Any, list[int]] = {}
+    for key, name in zip(keys, names):
+        seen.setdefault(key, []).append(name)
+    parts = []
+    for key, members in seen.items():
+        listed = ", ".join(str(m) for m in members[:5]) + (", ..." if len(members) > 5 else "")
+        parts.append(f"{key} at {what} {listed}")
+    return "; ".join(parts)
+
+
+def _stack(arrays: list[np.ndarray], names: Sequence[int], what: str, subject: str) -> np.ndarray:
+    shapes = [a.shape for a in arrays]
+    if len(set(shapes)) > 1:
+        raise ShapeError(
+            f"collate: {subject} differs in shape across the batch: "
+            f"{_groups(shapes, names, what)}; "
+            "a batch stacks items of one shape. Pad or resize them in the dataset, or pass a "
+            "collate_fn that does."
+        )
+    kinds = [a.dtype.kind for a in arrays]
+    if len(set(kinds)) > 1:
+        dtypes = [str(a.dtype) for a in arrays]
+        raise DTypeError(
+            f"collate: {subject} mixes kinds of dtype across the batch: "
+            f"{_groups(dtypes, names, what)}; "
+            "return one kind (e.g. always int labels, always float features) from the dataset."
+        )
+    return np.stack(arrays)
 
 
 def to_tensors(batch: Item, device: Device | None) -> tuple[Tensor, ...]:
@@ -183,6 +238,8 @@ class DataLoader(_Resumable):
             sel = idx[k * self.batch_size : (k + 1) * self.batch_size]
             if get is not None:
                 fields = tuple(get(sel))
+            elif self.collate_fn is collate:  # name the dataset indices in its errors
+                fields = collate([self.dataset[int(i)] for i in sel], indices=sel.tolist())
             else:
                 fields = self.collate_fn([self.dataset[int(i)] for i in sel])
             yield to_tensors(fields, self.device)

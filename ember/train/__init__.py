@@ -6,6 +6,7 @@ from .display import PlainDisplay as PlainDisplay
 from .display import SilentDisplay as SilentDisplay
 from .display import TerminalDisplay as TerminalDisplay
 from .display import make_display as make_display
+from .errors import NonFiniteError as NonFiniteError
 from .learner import Learner as Learner
 from .learner import classification_step as classification_step
 from .logging import MetricLog as MetricLog

@@ -19,6 +19,7 @@ from ..errors import EmberError
 from ..tensor.tensor import Tensor
 from .callbacks import Callback
 from .display import Display, make_display
+from .errors import NonFiniteError
 from .logging import MetricLog, plot_curves
 from .metrics import LearningRate, Metric, StepOutput, default_metrics
 
@@ -98,13 +99,20 @@ class Learner:
         display: "auto", "tty", "plain", "none" or a ``Display``.
         best_metric: A column such as "valid_loss" (lower is better; "accuracy" columns: higher);
             whenever it improves, the model is written to ``best.safetensors`` and ``self.best``
-            records the value, epoch and step.
+            records the value, epoch and step. An epoch with a non-finite value or loss never
+            becomes best.
         devices: None (the default) trains on the model's own device. A list of devices trains
             one forked replica per device in worker threads (``em.distributed.DataParallel``):
             each batch is split along dim 0, the shards' gradients are combined on
             ``devices[0]`` into the full-batch mean gradient, and the model (moved to
             ``devices[0]`` if it lives elsewhere) takes one step. ``loss_fn`` must return a
             mean over its batch's rows.
+        allow_nonfinite: False (the default) stops ``fit`` with ``NonFiniteError`` as soon as
+            training diverges: a batch's training loss (checked every batch, from the value
+            the metrics read anyway: no extra device synchronisation), the validation loss
+            (each epoch) or a parameter (each epoch, before anything is saved) is NaN or
+            infinite. Nothing diverged is written: the newest record stays the last good state.
+            True trains on regardless (a non-finite metric never becomes ``best``).
 
     Example:
         >>> learner = Learner(model, em.optim.Adam(), lr=1e-3, output_dir="runs/demo")
@@ -129,6 +137,7 @@ class Learner:
         display: str | Display = "auto",
         best_metric: str | None = None,
         devices: Sequence[Any] | None = None,
+        allow_nonfinite: bool = False,
     ) -> None:
         if grad_accumulation < 1:
             raise ValueError(f"Learner: expected grad_accumulation >= 1, got {grad_accumulation}.")
@@ -154,6 +163,7 @@ class Learner:
         self._epochs = 0
         self.best_metric = best_metric
         self.best: dict[str, float] | None = None
+        self.allow_nonfinite = bool(allow_nonfinite)
         self._log = MetricLog(self.output_dir) if self.output_dir is not None else None
         self._parallel: Any = None
         if devices is not None:  # several devices: replicas in worker threads (SEMANTICS §10)
@@ -223,6 +233,14 @@ class Learner:
         scale = 1.0 if acc is None else 1.0 / self.grad_accumulation
         for batch in train:
             grads, loss_value, logits_np, targets_np = self._backward(batch, scale, needs_logits)
+            if not (self.allow_nonfinite or math.isfinite(loss_value)):  # read for the metrics
+                raise self._nonfinite(
+                    "train_loss",
+                    "the training loss",
+                    loss_value,
+                    self.steps + 1,
+                    f" (batch {done + 1} of {total})",
+                )
             n = int(batch[0].shape[0])
             examples += n
             tokens += batch[0].numel() if batch[0].ndim == 2 and not batch[0].dtype.is_float else 0
@@ -275,6 +293,48 @@ class Learner:
         self.lr = self._next_lr()
         self.model = self.optimizer.step(self.lr, self.model, grads)
         self.steps += 1
+
+    # ------------------------------------------------------------------ divergence
+    def _nonfinite(
+        self, metric: str, what: str, value: float, step: int, where: str = ""
+    ) -> NonFiniteError:
+        return NonFiniteError(
+            "Learner.fit",
+            f"{what} became non-finite ({value}) at epoch {self.epoch + 1} step {step}{where}",
+            "nothing of this epoch was saved (the newest record is the last good state). Lower "
+            "the learning rate or clip the gradients, or pass allow_nonfinite=True to train on.",
+            metric=metric,
+            value=value,
+            epoch=self.epoch + 1,
+            step=step,
+        )
+
+    def _check_parameters(self) -> None:
+        """Raise ``NonFiniteError`` naming the first parameter holding a NaN or an infinity
+        (one small reduction and host read per parameter, once per epoch)."""
+        for name, param in self.model.named_parameters():
+            value = param.val().without_autodiff()
+            if not value.dtype.is_float:
+                continue
+            probe = float((value * 0.0).sum().item())  # inf * 0 and nan * 0 are nan
+            if not math.isfinite(probe):
+                raise self._nonfinite(
+                    f"parameter {name}",
+                    f"parameter {name!r}",
+                    probe,
+                    self.steps,
+                    " (the optimizer update of that step produced NaN or infinite weights)",
+                )
+
+    def _check_valid_losses(self, row: dict[str, float]) -> None:
+        """After an epoch's validation, before anything is saved."""
+        if self.allow_nonfinite:
+            return
+        for key, value in row.items():
+            if key.startswith("valid_") and key.endswith("loss") and not math.isfinite(value):
+                raise self._nonfinite(
+                    key, f"the validation loss {key!r}", value, self.steps, " (after the epoch)"
+                )
 
     def evaluate(
         self, data: Iterable[Sequence[Tensor]], *, prefix: str = "valid"
@@ -337,6 +397,11 @@ class Learner:
         Returns:
             One row per epoch: ``epoch``, ``train_*`` and ``valid_*`` metrics, ``lr``,
             ``examples_per_s``, ``time_s``.
+
+        Raises:
+            NonFiniteError: Training diverged (see ``allow_nonfinite``): a batch's training loss
+                (checked every batch), a parameter (every epoch) or a validation loss (every
+                epoch) is NaN or infinite. The diverged epoch is neither logged nor saved.
         """
         self._apply_checkpointing()
         if resume:
@@ -353,12 +418,20 @@ class Learner:
             cb.on_fit_start(self)
         while self.epoch < epochs and not self.stop_training:
             row: dict[str, float] = {"epoch": float(self.epoch + 1)}
-            row.update(self._train_epoch(train, epochs))
-            if valid is not None:
-                set_epoch = getattr(valid, "set_epoch", None)
-                if set_epoch is not None:  # validation batches depend on the epoch alone
-                    set_epoch(self.epoch)
-                row.update(self.evaluate(valid))
+            try:
+                row.update(self._train_epoch(train, epochs))
+                if not self.allow_nonfinite:
+                    self._check_parameters()
+                if valid is not None:
+                    set_epoch = getattr(valid, "set_epoch", None)
+                    if set_epoch is not None:  # validation batches depend on the epoch alone
+                        set_epoch(self.epoch)
+                    row.update(self.evaluate(valid))
+                    self._check_valid_losses(row)
+            except NonFiniteError:
+                if self._parallel is not None:
+                    self._parallel.close()
+                raise
             self.epoch += 1
             self.history.append(row)
             self.display.end_epoch(row)
@@ -393,6 +466,10 @@ class Learner:
                 f"{sorted(row)}."
             )
         value = row[key]
+        if not math.isfinite(value) or any(
+            k.endswith("loss") and not math.isfinite(v) for k, v in row.items()
+        ):  # a diverged epoch (allow_nonfinite) never becomes best, whatever its accuracy
+            return
         sign = -1.0 if "accuracy" in key else 1.0
         if self.best is not None and not sign * value < sign * self.best["value"]:
             return

@@ -14,7 +14,8 @@ class MetricLog:
     """Appends one row per epoch to ``metrics.csv`` and ``metrics.jsonl`` in ``directory``.
 
     The CSV header is the union of the columns seen so far; it is rewritten when a new column
-    appears, so the file always parses.
+    appears, so the file always parses. The JSON lines are strict JSON: a NaN or infinite value
+    is written as ``null`` (the CSV keeps ``nan``/``inf``).
     """
 
     def __init__(self, directory: Path) -> None:
@@ -45,9 +46,10 @@ class MetricLog:
         with open(self.jsonl_path, "w") as f:
             for r in self.rows:
                 clean = {
-                    k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()
+                    k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                    for k, v in r.items()
                 }
-                f.write(json.dumps(clean) + "\n")
+                f.write(json.dumps(clean, allow_nan=False) + "\n")
 
 
 def has_matplotlib() -> bool:

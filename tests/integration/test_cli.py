@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ember.cli.main import main
+from ember.cli.schedule import RunSchedule
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tiny.txt"
 
@@ -33,6 +37,15 @@ def _ember(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
 def _rows(run_dir: Path) -> list[dict[str, str]]:
     with open(run_dir / "metrics.csv") as f:
         return list(csv.DictReader(f))
+
+
+def _strict_json(text: str) -> Any:
+    """``json.loads`` that refuses NaN and Infinity (not JSON)."""
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in JSON output")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def test_train_one_epoch_then_eval(tmp_path: Path) -> None:
@@ -91,6 +104,65 @@ def test_cli_resume_reproduces_uninterrupted_run(
     ]
     assert len(_rows(part)) == 3 and (part / "model.safetensors").exists()
     capsys.readouterr()
+
+
+def test_resume_with_more_epochs_continues_the_lr_curve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    args = ["train", "--model", "mlp", "--display", "none", "--batch-size", "64"]  # 23 steps/epoch
+    assert main([*args, "--epochs", "3", "--output", str(run)]) == 0
+    old = RunSchedule.from_plan(json.loads((run / "config.json").read_text())["lr_schedule"])
+    # killed during epoch 2 of the 3 planned, then resumed with 4 planned
+    for name in ("epoch-0002", "epoch-0003"):
+        shutil.rmtree(run / "records" / name)
+    (run / "model.safetensors").unlink()
+    assert main(["train", "--resume", str(run), "--epochs", "4", "--display", "plain"]) == 0
+    assert "the learning rate continues from" in capsys.readouterr().out
+    plan = json.loads((run / "config.json").read_text())["lr_schedule"]
+    assert plan["total_steps"] == 69 and plan["changes"] == [[23, 92]]
+    new = RunSchedule.from_plan(plan)
+    assert [new.rate(s) for s in range(24)] == [old.rate(s) for s in range(24)]  # no jump
+    rates = [new.rate(s) for s in range(93)]
+    assert all(a > b for a, b in itertools.pairwise(rates))  # one decay to --min-lr at step 92
+    assert rates[-1] == pytest.approx(plan["min_lr"], rel=1e-12)
+    for epoch in (2, 3, 4):  # what the resumed run used is what the schedule gives
+        state = json.loads((run / "records" / f"epoch-{epoch:04d}" / "state.json").read_text())
+        assert state["lr"] == new.rate(state["steps"] - 1)
+    lrs = [float(r["lr"]) for r in _rows(run)]
+    assert len(lrs) == 4 and all(a > b for a, b in itertools.pairwise(lrs))
+    # the same --epochs again changes nothing: the saved plan is rebuilt as it was
+    assert main(["train", "--resume", str(run), "--epochs", "4"]) == 0
+    assert json.loads((run / "config.json").read_text())["lr_schedule"] == plan
+
+
+@pytest.mark.filterwarnings("ignore:(overflow|invalid value) encountered")  # NumPy, diverging
+def test_divergence_stops_training_unless_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["train", "--model", "mlp", "--epochs", "1", "--lr", "1e30", "--batch-size", "64"]
+    base += ["--display", "none"]
+    out = tmp_path / "diverged"
+    assert main([*base, "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert re.search(
+        r"ember train: error: the training loss became non-finite \((nan|inf|-inf)\) at "
+        r"epoch 1 step \d+ \(batch \d+ of 23\); lower --lr .* pass --allow-nonfinite",
+        err,
+    ), err
+    for name in ("model.safetensors", "best.safetensors", "records", "summary.json"):
+        assert not (out / name).exists(), name
+
+    on = tmp_path / "allowed"
+    assert main([*base, "--allow-nonfinite", "--output", str(on)]) == 0
+    summary = _strict_json((on / "summary.json").read_text())
+    assert summary["steps"] == 23 and summary["test_loss"] is None
+    assert not (on / "best.safetensors").exists()  # a diverged epoch is never the best
+    for line in (on / "metrics.jsonl").read_text().splitlines():
+        _strict_json(line)
+    capsys.readouterr()
+    assert main(["eval", str(on), "--json"]) == 0
+    assert _strict_json(capsys.readouterr().out)["test_loss"] is None
 
 
 def test_checkpointing_balanced_matches_disabled(tmp_path: Path) -> None:
@@ -195,6 +267,24 @@ def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
         (["train", "--dataset", "cifar"], "invalid choice"),
         (["train", "--lr", "abc"], "invalid _positive_float value"),
         (["train", "--model", "gpt", "--n-embd", "10", "--n-head", "3"], "multiple of"),
+        (["train", "--lr", "0"], "expected a positive number, got 0"),
+        (["train", "--lr", "-0.1"], "expected a positive number, got -0.1"),
+        (["train", "--lr", "nan"], "expected a positive number, got nan"),
+        (["train", "--lr", "inf"], "expected a positive number, got inf"),
+        (["train", "--min-lr", "-1"], "expected a number >= 0, got -1"),
+        (["train", "--min-lr", "0.1", "--lr", "0.01"], "--min-lr 0.1 is above --lr 0.01"),
+        (["train", "--model", "gpt", "--min-lr", "0.01"], "--min-lr 0.01 is above --lr 0.001"),
+        (["train", "--warmup-iters", "-1"], "expected an integer >= 0, got -1"),
+        (
+            ["train", "--model", "gpt", "--iters", "10", "--warmup-iters", "10"],
+            "--warmup-iters 10 is not shorter than the run's 10 optimizer steps",
+        ),
+        (
+            ["train", "--model", "mlp", "--epochs", "1", "--warmup-iters", "45"],
+            "--warmup-iters 45 is not shorter than the run's 45 optimizer steps",
+        ),
+        (["train", "--resume", "runs/x", "--lr", "0.1"], "--lr cannot change"),
+        (["train", "--resume", "runs/x", "--warmup-iters", "5"], "--warmup-iters cannot change"),
         (["eval", "/no/such/run"], "does not exist"),
         (["bench", "everything"], "invalid choice"),
         (["frobnicate"], "invalid choice"),
@@ -202,8 +292,13 @@ def test_bench_json(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_bad_arguments_are_usage_errors(
-    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a run directory claimed before the error lands here
     with pytest.raises(SystemExit) as info:
         main(args)
     assert info.value.code == 2

@@ -64,6 +64,40 @@ def test_generic_dataset_is_collated() -> None:
     assert x.shape == (5, 3) and y.tolist() == [0, 1, 0, 1, 0]
 
 
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_collate_errors_name_the_items_and_their_shapes(prefetch: int) -> None:
+    items = [(np.zeros(3, np.float32), 1) for _ in range(6)]
+    items[4] = (np.zeros(4, np.float32), 1)
+    loader = DataLoader(InMemoryDataset(items), batch_size=3, prefetch=prefetch)
+    with pytest.raises(
+        em.ShapeError,
+        match=r"field 0 differs in shape across the batch: \(3,\) at dataset index 3, 5; "
+        r"\(4,\) at dataset index 4",
+    ):
+        list(loader)
+    items[4] = (np.zeros(3, np.float32), 1.5)  # a float label among int ones
+    with pytest.raises(
+        em.DTypeError,
+        match=r"field 1 mixes kinds of dtype.*int64 at dataset index 3, 5; "
+        r"float64 at dataset index 4",
+    ):
+        list(DataLoader(InMemoryDataset(items), batch_size=3, prefetch=prefetch))
+
+
+def test_collate_errors_without_a_loader() -> None:
+    from ember.data.loader import collate
+
+    with pytest.raises(em.ShapeError, match=r"\(2,\) at batch position 0; \(3,\) at batch"):
+        collate([np.zeros(2), np.zeros(3)])
+    with pytest.raises(em.ShapeError, match="position 0 has 2 fields, the item at batch posi"):
+        collate([(1, 2), (1,)])
+    with pytest.raises(em.ShapeError, match="dataset index 7 is a list"):
+        collate([(1, 2), [1, 2]], indices=[3, 7])
+    with pytest.raises(em.ShapeError, match="empty batch"):
+        collate([])
+    assert [a.tolist() for a in collate([(1, 2.0), (3, 4.0)])] == [[1, 3], [2.0, 4.0]]
+
+
 def test_prefetch_thread_forwards_errors() -> None:
     class Broken:
         def __len__(self) -> int:
