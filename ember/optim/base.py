@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..dtype import int64
 from ..errors import DTypeError, ShapeError
 from ..nn.param import ParamId
@@ -131,22 +133,44 @@ class Optimizer:
         return out
 
     def load_state_dict(self, state: Mapping[str, Tensor], module: Module) -> None:
-        """Restore state written by ``state_dict``; tensors go to each parameter's device."""
+        """Restore state written by ``state_dict``; tensors go to each parameter's device.
+
+        Everything is checked before anything changes (see ``_checked_state``).
+        """
+        params = dict(module.named_parameters())
+        checked = self._checked_state(state, module)
+        self._install_state({params[name].id: s for name, s in checked.items()})
+
+    def _checked_state(
+        self, state: Mapping[str, Tensor | np.ndarray], module: Module
+    ) -> dict[str, State]:
+        """``state`` (``state_dict`` keys) as parameter name -> state, on each parameter's device;
+        changes nothing. ``RecordError`` listing every key that names no parameter, every tensor
+        whose shape or dtype differs from its parameter's, and every integer counter that is
+        not a non-negative scalar."""
         from ..record.errors import RecordError
 
         params = dict(module.named_parameters())
-        loaded: dict[ParamId, State] = {}
-        unknown = []
+        loaded: dict[str, State] = {}
+        unknown, bad = [], []
         for key, v in state.items():
             name, _, field = key.rpartition("/")
             p = params.get(name)
             if p is None or not field:
                 unknown.append(key)
                 continue
-            t = v if isinstance(v, Tensor) else Tensor.from_data(v)
-            entry = loaded.setdefault(p.id, {})
-            if not t.dtype.is_float and t.ndim == 0:
-                entry[field] = int(t.item())
+            t = v if isinstance(v, Tensor) else Tensor.from_data(np.asarray(v))
+            entry = loaded.setdefault(name, {})
+            if t.dtype.is_int and t.ndim == 0:
+                count = int(t.item())
+                if count < 0:
+                    bad.append(f"{key}: expected a count >= 0, got {count}")
+                entry[field] = count
+            elif t.shape != p.shape or t.dtype is not p.dtype:
+                bad.append(
+                    f"{key}: expected {p.dtype.name} {p.shape} (the parameter's), got "
+                    f"{t.dtype.name} {t.shape}"
+                )
             else:
                 entry[field] = t.without_autodiff().to_device(p.val().device.without_autodiff())
         if unknown:
@@ -154,6 +178,15 @@ class Optimizer:
                 f"load_state_dict: optimizer state names no parameter of "
                 f"{type(module).__name__}: {unknown}. Load it into the model it was saved with."
             )
+        if bad:
+            raise RecordError(
+                f"load_state_dict: optimizer state does not fit {type(module).__name__}'s "
+                f"parameters: {'; '.join(bad)}. The record is damaged or from another model."
+            )
+        return loaded
+
+    def _install_state(self, loaded: dict[ParamId, State]) -> None:
+        """Adopt state checked by ``_checked_state``, keyed by parameter id."""
         self._state.update(loaded)
         self._shared.update(loaded)  # the caller's tensors: never written in place
 

@@ -69,7 +69,7 @@ def read_pytorch(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Name -> NumPy array of a ``torch.save``d state_dict or a safetensors file."""
     data = read_bytes("load_pytorch", path)  # read once, for the format sniff and the decoder
     if data[8:9] == b"{":  # a safetensors header: 8 length bytes, then JSON
-        return decode("load_pytorch", path, data)[0]
+        return decode("load_pytorch", path, data, warn_unchecked=False)[0]
     return _torch_arrays(path, data)
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import TYPE_CHECKING
 
 from ..nn.param import ParamId
+from .checksum import CHECKED_VERSION
 from .errors import RecordError
 from .io import atomic_write, decode, encode, read_bytes
 
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from ..nn.module import Module
 
 MODULE_FORMAT = "ember.module"
+_HEX16 = re.compile(r"[0-9a-f]{16}")
 
 
 def save_module(module: Module, path: str | os.PathLike[str]) -> None:
@@ -21,7 +24,7 @@ def save_module(module: Module, path: str | os.PathLike[str]) -> None:
 
     The file is a plain safetensors file, readable by any safetensors loader (PyTorch too).
     """
-    meta = {"format": MODULE_FORMAT, "version": "1", "param_ids": _dump_ids(module)}
+    meta = {"format": MODULE_FORMAT, "version": CHECKED_VERSION, "param_ids": _dump_ids(module)}
     atomic_write(path, encode(module.state_dict(), meta))
 
 
@@ -31,14 +34,37 @@ def _dump_ids(module: Module) -> str:
 
 
 def _parse_ids(op: str, meta: dict[str, str]) -> dict[str, ParamId] | None:
-    """The ids written by ``_dump_ids`` (``None`` when the file has none)."""
+    """The ids written by ``_dump_ids`` (``None`` when the file has none); ``RecordError`` when
+    the field is malformed or two parameters share an id (they would share one gradient)."""
     text = meta.get("param_ids")
     if text is None:
         return None
     try:
-        return {k: ParamId.parse(v) for k, v in json.loads(text).items()}
-    except (ValueError, AttributeError) as e:
-        raise RecordError(f"{op}: the file's param_ids metadata is damaged ({e}).") from None
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+        bad = [k for k, v in raw.items() if not (isinstance(v, str) and _HEX16.fullmatch(v))]
+        if bad:
+            raise ValueError(f"ids of {bad} are not 16 hex digits")
+        ids = {k: ParamId.parse(v) for k, v in raw.items()}
+    except ValueError as e:
+        raise RecordError(
+            f"{op}: the file's param_ids metadata is damaged ({e}). Write the record again or "
+            "load a backup."
+        ) from None
+    seen: dict[ParamId, str] = {}
+    shared = []
+    for name, pid in ids.items():
+        if pid in seen:
+            shared.append(f"{seen[pid]} and {name} ({pid})")
+        seen.setdefault(pid, name)
+    if shared:
+        raise RecordError(
+            f"{op}: the file's param_ids give two parameters one id: {'; '.join(shared)}. Ids "
+            "key gradients and optimizer state, so each must be unique; the file is damaged or "
+            "was edited."
+        )
+    return ids
 
 
 def load_module(module: Module, path: str | os.PathLike[str], *, strict: bool = True) -> Module:

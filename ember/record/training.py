@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..tensor.tensor import Tensor
+from .checksum import CHECKED_VERSION
 from .errors import RecordError
 from .io import atomic_write, decode, encode, read_bytes
 from .safetensors import _dump_ids, _parse_ids
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
     from ..optim.lr import LrScheduler
 
 TRAINING_FORMAT = "ember.training"
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def save_training(
@@ -41,7 +45,7 @@ def save_training(
         tensors.update({f"optim/{k}": v for k, v in optimizer.state_dict(module).items()})
     meta = {
         "format": TRAINING_FORMAT,
-        "version": "1",
+        "version": CHECKED_VERSION,
         "step": str(int(step)),
         "param_ids": _dump_ids(module),
         "scheduler": json.dumps(None if scheduler is None else scheduler.state()),
@@ -57,11 +61,18 @@ def load_training(
 ) -> int:
     """Restore a record written by ``save_training`` in place; returns the saved step.
 
+    Everything is checked before anything changes — the checksum, the metadata (step, unique
+    parameter ids, scheduler state), the module's names, shapes and dtypes, and the optimizer
+    state's shapes and dtypes against the parameters — and a failure leaves ``module``,
+    ``optimizer`` and ``scheduler`` as they were.
+
     Raises:
-        RecordError: The file is missing, damaged, not a training record, or names differ.
+        RecordError: The file is missing, damaged, not a training record, names differ, or the
+            optimizer or scheduler state does not fit.
         ShapeError, DTypeError: Module shapes or dtypes differ.
     """
-    arrays, meta = decode("load_training", path, read_bytes("load_training", path))
+    op = "load_training"
+    arrays, meta = decode(op, path, read_bytes(op, path))
     if meta.get("format") != TRAINING_FORMAT:
         raise RecordError(
             f"load_training: {os.fspath(path)!r} is not a training record (format "
@@ -72,19 +83,88 @@ def load_training(
     for key, a in arrays.items():
         kind, _, name = key.partition("/")
         (model if kind == "model" else optim)[name] = a
+    step = _step(meta)
+    ids = _parse_ids(op, meta)
+    sched_state = _scheduler_state(meta, scheduler)
+    opt_state = optimizer._checked_state(optim, module) if optimizer is not None else None
+    undo = _Snapshot(module, optimizer, scheduler)
+    module.load_state_dict(model, ids=ids)  # checks every name, shape and dtype first
     try:
-        step = int(meta["step"])
-        sched_state = json.loads(meta.get("scheduler", "null"))
-    except (KeyError, ValueError) as e:
-        raise RecordError(f"load_training: the record's metadata is damaged ({e}).") from None
-    module.load_state_dict(model, ids=_parse_ids("load_training", meta))
-    if optimizer is not None:
-        optimizer.load_state_dict({k: Tensor.from_data(v) for k, v in optim.items()}, module)
-    if scheduler is not None:
-        if sched_state is None:
-            raise RecordError(
-                "load_training: the record holds no scheduler state; pass scheduler=None or "
-                "save the record with its scheduler."
-            )
-        scheduler.load_state(sched_state)
+        if optimizer is not None and opt_state is not None:
+            params = dict(module.named_parameters())
+            optimizer._install_state({params[n].id: s for n, s in opt_state.items()})
+        if scheduler is not None:
+            scheduler.load_state(sched_state)
+    except BaseException:
+        undo.restore()
+        raise
     return step
+
+
+def _step(meta: dict[str, str]) -> int:
+    text = meta.get("step")
+    if text is None or not _DIGITS.fullmatch(text):
+        raise RecordError(
+            f"load_training: the record's step metadata is damaged (expected a count >= 0, got "
+            f"{text!r}). Write the record again or load a backup."
+        )
+    return int(text)
+
+
+def _scheduler_state(meta: dict[str, str], scheduler: LrScheduler | None) -> Any:
+    """The saved scheduler state, checked by loading it into a copy of ``scheduler``."""
+    try:
+        state = json.loads(meta.get("scheduler", "null"))
+    except ValueError as e:
+        raise RecordError(
+            f"load_training: the record's scheduler metadata is not JSON ({e}). Write the "
+            "record again or load a backup."
+        ) from None
+    if scheduler is None:
+        return state
+    if state is None:
+        raise RecordError(
+            "load_training: the record holds no scheduler state; pass scheduler=None or "
+            "save the record with its scheduler."
+        )
+    step = state.get("step") if isinstance(state, dict) else None
+    problem = None
+    if not isinstance(state, dict):
+        problem = f"expected a JSON object, got {type(state).__name__}"
+    elif not (type(step) is int and step >= 0):
+        problem = f"expected 'step' a count >= 0, got {step!r}"
+    else:
+        try:
+            copy.deepcopy(scheduler).load_state(state)
+        except Exception as e:
+            problem = f"{type(scheduler).__name__}.load_state rejects it: {type(e).__name__}: {e}"
+    if problem is not None:
+        raise RecordError(
+            f"load_training: the record's scheduler state {state!r} does not fit ({problem}). "
+            "Pass the scheduler type the run was saved with, or load a backup."
+        )
+    return state
+
+
+class _Snapshot:
+    """What ``load_training`` may change, to put back if a late step fails."""
+
+    def __init__(
+        self, module: Module, optimizer: Optimizer | None, scheduler: LrScheduler | None
+    ) -> None:
+        self.module = module
+        self.values = module.state_dict()
+        self.ids = {name: p.id for name, p in module.named_parameters()}
+        self.optimizer = optimizer
+        self.opt = (dict(optimizer._state), set(optimizer._shared)) if optimizer else None
+        self.scheduler = scheduler
+        # the scheduler's attributes, not its state(): putting them back cannot fail
+        self.sched = copy.deepcopy(vars(scheduler)) if scheduler is not None else None
+
+    def restore(self) -> None:
+        self.module.load_state_dict(self.values, ids=self.ids)
+        if self.optimizer is not None and self.opt is not None:
+            self.optimizer._state, self.optimizer._shared = self.opt
+        if self.scheduler is not None and self.sched is not None:
+            vars(self.scheduler).clear()
+            vars(self.scheduler).update(self.sched)
