@@ -240,6 +240,10 @@ def test_gpt_train_and_generate(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "val_loss" in json.loads(capsys.readouterr().out)
     assert main(["eval", str(out), "--best", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["weights"].endswith("best.safetensors")
+    # more --iters on resume: one more epoch of 3 steps, the lr curve continued from step 6
+    assert main(["train", "--resume", str(out), "--iters", "9", "--display", "none"]) == 0
+    assert len(_rows(out)) == 3
+    assert json.loads((out / "config.json").read_text())["lr_schedule"]["changes"] == [[6, 9]]
 
 
 def test_info(capsys: pytest.CaptureFixture[str]) -> None:
