@@ -1,8 +1,12 @@
-"""Shared fixtures: the backend list, a seeded RNG, and the hypothesis CI profile."""
+"""Shared fixtures: the backend list, per-test seeding, deterministic torch kernels, and the
+hypothesis CI profile."""
 
 from __future__ import annotations
 
 import os
+import random
+import zlib
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -10,6 +14,8 @@ from hypothesis import settings
 
 import ember as em
 
+# derandomize: the examples follow from each test's code alone (it implies database=None, so no
+# example saved by an earlier run is replayed); a property test cannot fail on a new draw
 settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None)
 settings.register_profile("dev", max_examples=40, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -22,13 +28,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "filterwarnings", "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
     )
-    if _cuda_available():
-        _exact_cuda_float32()
+    if _CUDA:
+        _exact_torch_kernels()
 
 
-def _exact_cuda_float32() -> None:
+def _exact_torch_kernels() -> None:
     """CUDA runs compare against CPU references and check Balanced == Disabled bit for bit:
-    exact float32 matmuls/convolutions (no TF32) and deterministic cuDNN kernels."""
+    exact float32 matmuls/convolutions (no TF32) and deterministic cuDNN kernels (the one place
+    the suite sets them)."""
     import torch
 
     torch.set_float32_matmul_precision("highest")
@@ -39,21 +46,53 @@ def _exact_cuda_float32() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _cuda_precision() -> None:
-    """Undo process-wide precision switches a test made (``ember train --matmul-precision``)."""
-    if _CUDA:
-        _exact_cuda_float32()
+def _deterministic_torch() -> None:
+    """Exact float32 and deterministic cuDNN for every test (checkpointing compares Balanced with
+    Disabled bit for bit); also undoes process-wide switches a test made (``ember train
+    --matmul-precision``). A no-op without torch."""
+    if _TORCH is not None:
+        _exact_torch_kernels()
 
 
-def _cuda_available() -> bool:
+def _torch() -> ModuleType | None:
     try:
         import torch
     except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
+        return None
+    return torch
 
 
+def _cuda_available() -> bool:
+    torch = _torch()
+    return torch is not None and bool(torch.cuda.is_available())
+
+
+_TORCH = _torch()
 _CUDA = _cuda_available()
+
+
+def _seed_of(nodeid: str) -> int:
+    """A seed that follows from the test's id alone: the same whether it runs alone or among
+    others, in any order."""
+    return zlib.crc32(nodeid.encode())
+
+
+@pytest.fixture
+def node_seed(request: pytest.FixtureRequest) -> int:
+    """This test's seed (what ``_seed_everything`` seeded every generator with), for generators
+    a test module keeps."""
+    return _seed_of(request.node.nodeid)
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything(node_seed: int) -> None:
+    """Seed every global generator a test may draw from: Python's ``random``, NumPy's legacy
+    global generator, torch's (every device, CUDA included) and ember's (``em.seed``)."""
+    random.seed(node_seed)
+    np.random.seed(node_seed)
+    if _TORCH is not None:
+        _TORCH.manual_seed(node_seed)  # seeds every CUDA device too
+    em.seed(node_seed)
 
 
 def _backends() -> list[str]:

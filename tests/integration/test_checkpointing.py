@@ -21,17 +21,6 @@ Strategy = em.GradientCheckpointingStrategy
 Build = Callable[[em.Device], tuple[em.Tensor, list[em.Tensor]]]
 
 
-@pytest.fixture(autouse=True)
-def _deterministic_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """cuDNN picks non-deterministic convolution backward kernels by default, so on CUDA even two
-    Disabled runs differ in the last bit; checkpointing is compared with deterministic kernels."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - the NumPy backend needs nothing
-        return
-    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
-
-
 @functools.cache
 def _bench() -> ModuleType:
     """bench/checkpointing.py: the 12-block model the benchmark measures."""

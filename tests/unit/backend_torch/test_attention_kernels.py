@@ -165,10 +165,11 @@ def test_cudnn_kind_calls_the_cudnn_ops(
     assert args[0] is q and args[1] is k and args[2] is v
     assert args[3:] == (None, True, 0.0, True, False) and kwargs == {"scale": 0.25}
 
-    grad = torch.randn(out.shape, dtype=out.dtype)
+    g = torch.Generator().manual_seed(1)
+    grad = torch.randn(out.shape, generator=g, dtype=out.dtype)
     if grad_layout == "as_output":
-        grad = torch.randn(out.shape[0], out.shape[2], out.shape[1], out.shape[3]).transpose(1, 2)
-        grad = grad.to(out.dtype)
+        b, h, t, d = out.shape
+        grad = torch.randn(b, t, h, d, generator=g).transpose(1, 2).to(out.dtype)
     grads = attention.attention_backward(grad, q, k, v, none, none, 0.25, True)
     assert len(fake_aten.calls) == 2  # the backward reused the forward's results
     name, args, kwargs = fake_aten.calls[1]

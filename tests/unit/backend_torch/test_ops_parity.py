@@ -14,7 +14,7 @@ from ember.tensor.dispatch import apply
 torch = pytest.importorskip("torch")
 
 Sample = tuple[tuple[np.ndarray, ...], dict[str, Any]]
-_SKIP_ROWS = {"to_device"}  # covered by test_transfers.py
+_SKIP_ROWS = {"to_device"}  # device moves: test_storage.py
 
 
 def _sampled(spec: OpSpec, rng: np.random.Generator) -> list[Sample]:

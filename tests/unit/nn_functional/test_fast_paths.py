@@ -16,6 +16,12 @@ import ember.nn.functional as F
 _rng = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def _own_draws(node_seed: int) -> None:
+    """A test's draws follow from its id, not from the tests that ran before it."""
+    _rng.bit_generator.state = np.random.default_rng(node_seed).bit_generator.state
+
+
 def _ops(t: em.Tensor) -> list[tuple[str, dict[str, Any]]]:
     """The recorded ops behind ``t``, depth first, with their attrs."""
     out: list[tuple[str, dict[str, Any]]] = []
