@@ -405,13 +405,10 @@ class Learner:
         """
         self._apply_checkpointing()
         if resume:
-            path = self.latest_record() if resume is True else Path(resume)
-            if path is None:
-                raise EmberError(
-                    f"fit: resume requested but {self.output_dir} has no records; "
-                    "train without --resume first."
-                )
-            self.load_record(path, train)
+            if resume is True:
+                self._resume_newest(train)
+            else:
+                self.load_record(resume, train)
         self.stop_training = False
         self._epochs = epochs
         for cb in self.callbacks:
@@ -486,22 +483,59 @@ class Learner:
         return self.output_dir / "records"
 
     def latest_record(self) -> Path | None:
-        """The newest ``records/epoch-NNNN`` directory, or None."""
-        if self.output_dir is None or not self.records_dir.is_dir():
+        """The newest complete ``records/epoch-NNNN`` directory (never an ``.tmp`` one that an
+        interrupted save left), or None."""
+        from ..record.run import record_dirs
+
+        if self.output_dir is None:
             return None
-        found = sorted(p for p in self.records_dir.glob("epoch-*") if (p / "state.json").exists())
-        return found[-1] if found else None
+        found = record_dirs(self.records_dir)
+        return found[0] if found else None
+
+    def _resume_newest(self, train: Loader | None) -> Path:
+        """Load the newest record that loads; each damaged newer one is reported on the display
+        and skipped."""
+        from ..record import RecordError
+        from ..record.run import record_dirs
+
+        found = record_dirs(self.records_dir) if self.output_dir is not None else []
+        if not found:
+            raise EmberError(
+                f"fit: resume requested but {self.output_dir} has no records; "
+                "train without --resume first."
+            )
+        failures = []
+        for path in found:
+            try:
+                self.load_record(path, train)
+            except RecordError as e:
+                failures.append(f"{path.name}: {e}")
+                self.display.message(f"resume: skipping damaged record {path.name} ({e})")
+                continue
+            if failures:
+                self.display.message(
+                    f"resume: continuing from {path.name}, the newest record that loads"
+                )
+            return path
+        raise RecordError(
+            f"fit: no record in {self.records_dir} loads: {'; '.join(failures)}. Train without "
+            "resume, or restore a record from a backup."
+        )
 
     def save_record(self, train: Loader | None = None) -> Path:
         """Write model, optimizer, schedule position, RNG, loader and callback state.
 
-        Keeps the newest ``keep_records`` records; returns the new record's directory.
+        The record is written to ``epoch-NNNN.tmp`` and renamed when complete; partial ones
+        of interrupted saves are deleted. Keeps the newest ``keep_records`` records; returns
+        the new record's directory.
         """
         from ..record import save_training
+        from ..record.io import atomic_write
+        from ..record.run import clean_partial_records, record_dirs
 
         path = self.records_dir / f"epoch-{self.epoch:04d}"
         tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
+        clean_partial_records(self.records_dir)
         tmp.mkdir(parents=True)
         save_training(
             tmp / "training.safetensors", self.model, self.optimizer, self._scheduler(), self.steps
@@ -516,34 +550,63 @@ class Learner:
             "history": self.history,
             "best": self.best,
         }
-        (tmp / "state.json").write_text(json.dumps(state))
+        atomic_write(tmp / "state.json", json.dumps(state).encode())
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
-        old = sorted(p for p in self.records_dir.glob("epoch-*") if not p.name.endswith(".tmp"))
-        for p in old[: -self.keep_records]:
+        for p in record_dirs(self.records_dir)[self.keep_records :]:
             shutil.rmtree(p, ignore_errors=True)
         return path
 
     def load_record(self, path: str | Path, train: Loader | None = None) -> None:
-        """Restore everything ``save_record`` wrote, so training continues exactly."""
-        from ..record import load_training
+        """Restore everything ``save_record`` wrote, so training continues exactly.
+
+        ``state.json`` and the training record are checked before anything changes;
+        ``RecordError`` when either is damaged.
+        """
+        from ..record import RecordError, load_training
+        from ..record.run import read_state
 
         path = Path(path)
-        state = json.loads((path / "state.json").read_text())
+        op = "load_record"
+        state = read_state(
+            op,
+            path / "state.json",
+            {
+                "epoch": (int,),
+                "steps": (int,),
+                "lr": (int, float),
+                "rng": (dict,),
+                "train_loader": (dict, type(None)),
+                "callbacks": (list,),
+                "history": (list,),
+                "best": (dict, type(None)),
+            },
+        )
+        if not all(isinstance(r, dict) for r in state["history"]):
+            raise RecordError(
+                f"{op}: {str(path / 'state.json')!r} is damaged: a history row is not an "
+                "object. Resume from an earlier record."
+            )
         sched = self._scheduler()
         load_training(path / "training.safetensors", self.model, self.optimizer, sched)
-        self.epoch = int(state["epoch"])
-        self.steps = int(state["steps"])
+        try:
+            _set_rng_states(state["rng"])
+            for cb, s in zip(self.callbacks, state["callbacks"]):
+                cb.load_state_dict(s)
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise RecordError(
+                f"{op}: the RNG or callback state in {str(path / 'state.json')!r} is damaged "
+                f"({type(e).__name__}: {e}). Resume from an earlier record."
+            ) from None
+        if train is not None and state["train_loader"] is not None:
+            train.load_state_dict(state["train_loader"])
+        self.epoch = state["epoch"]
+        self.steps = state["steps"]
         if self._schedule is not None and sched is None:
             for _ in range(self.steps):  # a fresh plain iterator, fast-forwarded to the step
                 self._next_lr()
         self.lr = float(state["lr"])
-        _set_rng_states(state["rng"])
-        if train is not None and state.get("train_loader") is not None:
-            train.load_state_dict(state["train_loader"])
-        for cb, s in zip(self.callbacks, state["callbacks"]):
-            cb.load_state_dict(s)
         self.history = [dict(r) for r in state["history"]]
-        self.best = state.get("best")
+        self.best = state["best"]
         if self._log is not None:
             self._log.restore(self.history)
