@@ -191,10 +191,12 @@ def load_trained(
     elif (run_dir / "model.safetensors").is_file():
         weights = run_dir / "model.safetensors"
     else:
-        records = sorted((run_dir / "records").glob("epoch-*/training.safetensors"))
+        from ..record.run import record_dirs  # complete records only, never a partial .tmp
+
+        records = record_dirs(run_dir / "records")
         if not records:
             raise FileNotFoundError(f"{run_dir} holds no model.safetensors and no records yet.")
-        weights = records[-1]
+        weights = records[0] / "training.safetensors"
     if weights.name == "training.safetensors":
         load_training(weights, model)
     else:
