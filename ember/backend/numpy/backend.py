@@ -78,7 +78,12 @@ class NumpyBackend(Backend):
         return np.asarray(x)
 
     def cast(self, x: np.ndarray, dtype: DType) -> np.ndarray:
-        return x.astype(_TO_NP[dtype])
+        to = _TO_NP[dtype]
+        if to.itemsize < x.dtype.itemsize and to.kind in "fV" and x.dtype.kind in "fV":
+            # a narrowing float cast: values beyond the range give +-inf, as in PyTorch, silently
+            with np.errstate(over="ignore"):
+                return x.astype(to)
+        return x.astype(to)
 
     def full(self, shape: Shape, value: float | int | bool, dtype: DType) -> np.ndarray:
         return np.full(shape, value, dtype=_TO_NP[dtype])
@@ -149,7 +154,16 @@ class NumpyBackend(Backend):
     cos = staticmethod(np.cos)
     tanh = staticmethod(np.tanh)
     abs = staticmethod(np.abs)
-    sign = staticmethod(np.sign)
+
+    @staticmethod
+    def sign(x: np.ndarray) -> np.ndarray:
+        """-1, 0 or 1 by sign; NaN gives 0, as PyTorch's sign (NumPy's gives NaN)."""
+        out = np.sign(x)
+        nan = out != out
+        if nan.any():
+            out = np.where(nan, out.dtype.type(0), out)
+        return out
+
     equal = staticmethod(np.equal)
     not_equal = staticmethod(np.not_equal)
     greater = staticmethod(np.greater)
@@ -172,6 +186,8 @@ class NumpyBackend(Backend):
     def powf_scalar(self, x: np.ndarray, value: float) -> np.ndarray:
         if value == 2:
             return np.square(x)
+        if value == -0.5:  # PyTorch's rsqrt: NaN for -inf and -inf for -0.0, where pow gives 0, inf
+            return np.reciprocal(np.sqrt(x))
         return np.power(x, x.dtype.type(value))
 
     def powi_scalar(self, x: np.ndarray, value: int) -> np.ndarray:

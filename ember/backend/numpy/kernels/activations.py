@@ -15,8 +15,9 @@ _GELU_C = 0.044715
 
 
 def relu_backward(grad: np.ndarray, out: np.ndarray) -> np.ndarray:
-    # a multiply by the bool mask is several times faster than np.where with a scalar
-    return np.multiply(grad, out > 0)
+    # grad except where out <= 0, so a NaN output passes its gradient on, as PyTorch's
+    # threshold_backward; a multiply by the bool mask is several times faster than np.where
+    return np.multiply(grad, ~np.less_equal(out, 0))
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
