@@ -24,16 +24,18 @@ class Node:
         b: The backend that computed the output.
         requirement: ``GRAD`` for a require-grad leaf, else ``GRAD_IN_BACKWARD``.
         consumed: Set once a backward has run this node's step.
-        recipe: Under ``Balanced``: neither inputs nor output kept; recomputed on demand.
-        balanced: Recorded under ``Balanced`` (tracked inputs are fetched from parents).
+        recipe: The strategy chose a recipe: no output kept; recomputed on demand
+            (``ember.checkpoint.recompute``).
+        fetches: Recorded by a strategy that makes recipes (``ember.checkpoint.record``): a
+            tracked input it does not hold is fetched from its parent during backward.
     """
 
     __slots__ = (
         "__weakref__",  # lets tests (and tools) observe node lifetime without keeping it alive
         "attrs",
         "b",
-        "balanced",
         "consumed",
+        "fetches",
         "id",
         "inputs",
         "output",
@@ -55,7 +57,7 @@ class Node:
         b: Any,
         requirement: Requirement = Requirement.GRAD_IN_BACKWARD,
         recipe: bool = False,
-        balanced: bool = False,
+        fetches: bool = False,
     ) -> None:
         self.id = next(_ids)
         self.spec = spec
@@ -68,7 +70,7 @@ class Node:
         self.requirement = requirement
         self.consumed = False
         self.recipe = recipe
-        self.balanced = balanced
+        self.fetches = fetches
 
     @classmethod
     def leaf(cls, value: Any, b: Any) -> Node:

@@ -126,7 +126,7 @@ class Device:
         base = "Device.cpu()" if self.backend_name == "numpy" else f"Device.torch({self.where!r})"
         if self._strategy is None:
             return base
-        if self._strategy is _Strategy.Balanced:
+        if self._strategy == _Strategy.Balanced:
             return base + ".autodiff().gradient_checkpointing()"
         return base + ".autodiff()"
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..autodiff.node import Node
-from ..checkpoint.strategy import GradientCheckpointingStrategy
+from ..checkpoint import record as _checkpoint
 from ..dtype import DType, promote, scalar_dtype
 from ..errors import DTypeError
 from ..ops.registry import OPS, Domain, OpSpec, Precision
@@ -26,7 +26,6 @@ from . import checks
 if TYPE_CHECKING:
     from .tensor import Tensor
 
-_BAL = GradientCheckpointingStrategy.Balanced
 _ANY = Domain.ANY
 _KEEP = Precision.KEEP
 _new = object.__new__
@@ -90,9 +89,10 @@ def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, 
             checks.same_device(spec.name, dev, x._dev)
         s = x._strategy
         if s is not strategy and s is not None:
-            if strategy is not None:
+            if strategy is None:
+                strategy = s
+            elif s != strategy:  # strategies compare by value
                 raise checks.same_strategy(spec.name, strategy, s)
-            strategy = s
         raws.append(x._data)
         parents.append(x._node)
     b = dev.b
@@ -169,7 +169,9 @@ def _record(
 
     ``out`` was computed from ``raws`` (one per input; ``parents`` their nodes). A node is added
     when the row is differentiable, some input is tracked and the result is float; what it keeps
-    (its inputs, its output, or only a recipe) is the strategy's decision.
+    (its inputs, its output, or only a recipe) is the strategy's decision: a strategy that never
+    makes recipes (``recipes`` unset: ``Disabled``) keeps what the row's ``saves`` names, any other
+    is asked by ``ember.checkpoint.record.node``.
     """
     t = _new(cls)
     t._data = out
@@ -179,8 +181,8 @@ def _record(
     if spec.backward is None or parents.count(None) == len(parents) or not b.is_float(out):
         t._node = None
         return t
-    if strategy is _BAL:
-        t._node = _balanced(spec, parents, raws, out, attrs, b)
+    if strategy.recipes:
+        t._node = _checkpoint.node(strategy, spec, parents, raws, out, attrs, b)
         return t
     t._node = Node(
         spec,
@@ -192,40 +194,6 @@ def _record(
         b,
     )
     return t
-
-
-def _balanced(
-    spec: OpSpec, parents: tuple[Node | None, ...], raws: Any, out: Any, attrs: Any, b: Any
-) -> Node:
-    """The node of an op recorded under ``Balanced``.
-
-    A memory-bound op with tracked parents keeps a recipe (its forward, its parents) and
-    recomputes its value on demand. Every node holds only the values it will read: the raw
-    inputs from parents that are neither recipes nor leaves (for its backward rule, or for its
-    recompute when it is a recipe), and its own output when its rule reads it. A recipe parent's
-    value is recomputed, a leaf's read from the leaf; a compute-bound output that no child reads
-    is not held by the graph.
-    """
-    recipe = spec.memory_bound and None not in parents  # an untracked value can't be recomputed
-    inputs = None
-    if recipe or spec.saves_inputs:
-        inputs = tuple(
-            [
-                None if p is not None and (p.recipe or p.spec is None) else r
-                for p, r in zip(parents, raws)
-            ]
-        )
-    return Node(
-        spec,
-        parents,
-        inputs,
-        out if spec.saves_output and not recipe else None,
-        attrs,
-        tuple(map(_shape_of, raws)),
-        b,
-        recipe=recipe,
-        balanced=True,
-    )
 
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
@@ -332,7 +300,7 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     if sc is not strategy:
         if strategy is None:
             strategy = sc
-        elif sc is not None:
+        elif sc is not None and sc != strategy:  # strategies compare by value
             raise checks.same_strategy(spec.name, strategy, sc)
     if strategy is None:
         return wrap(a.__class__, out, dev)

@@ -10,7 +10,7 @@ import pytest
 from helpers.sampling import run_row, runtime_attrs, sample_cases, to_tensors
 
 import ember as em
-from ember.autodiff import engine
+from ember.checkpoint import recompute
 from ember.ops.registry import OPS, OpSpec
 
 Strategy = em.GradientCheckpointingStrategy
@@ -27,13 +27,14 @@ def _leaf(a: np.ndarray, dev: em.Device) -> em.Tensor:
 
 
 class _Probe:
-    """Wraps ``engine._Recompute`` to record the cache after every step of one backward."""
+    """Wraps ``checkpoint.recompute.Recompute`` to record the cache after every step of one
+    backward (the engine builds its value provider from that module attribute)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
         self.final: list[int] = []
         probe = self
-        base = engine._Recompute
+        base = recompute.Recompute
 
         class Recording(base):  # type: ignore[misc, valid-type]
             __slots__ = ()
@@ -47,7 +48,7 @@ class _Probe:
                 super().skip(n)
                 probe.sizes.append(len(self.cache))
 
-        monkeypatch.setattr(engine, "_Recompute", Recording)
+        monkeypatch.setattr(recompute, "Recompute", Recording)
 
 
 def _grads(

@@ -1,0 +1,165 @@
+"""The backward side of checkpointing: values of recipe-strategy nodes during one backward pass.
+
+``autodiff.engine`` builds one ``Recompute`` per pass that runs through a node recorded with
+``fetches`` set (``ember.checkpoint.record``), and hands it those nodes' steps: it fetches the
+values a step reads that its node does not hold (a kept output, a leaf, or a value recomputed
+from the nearest kept ancestors) and runs the rule on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..autodiff.node import Node
+from ..ops.registry import run_forward
+
+
+class Recompute:
+    """Values of fetching nodes during one backward: held inputs, leaves or recomputed ones.
+
+    A node recorded under a recipe strategy (``Balanced``) holds the raw inputs it reads that
+    come from kept (non-recipe) nodes; an input from a recipe node (or a leaf) is ``None`` in
+    ``node.inputs`` and fetched here. Built once per pass from the nodes the pass will run. A
+    planning walk (children before parents) finds which recipe nodes' values will actually be
+    asked for (``needed``) and counts, per node, the claims on its value: each fetch by a child's
+    step, each recompute of a needed recipe child, and a recipe node's own step when its rule
+    reads its output. A recomputed value is cached and dropped when its last claim is settled,
+    so it is computed once per pass and released right after its last use. Recomputation walks
+    the graph with an explicit stack, so deep chains hit no recursion limit.
+    """
+
+    __slots__ = ("cache", "counts", "needed", "uses")
+
+    def __init__(self, children: dict[Node, int], root: Node) -> None:
+        self.cache: dict[Node, Any] = {}
+        self.counts: dict[int, int] = {}  # node id -> times recomputed in this pass
+        uses: dict[Node, int] = {}
+        needed: set[Node] = set()
+        # Kahn order from the root: a node comes after all of its children, so whether its value
+        # is needed is settled by the time it is reached
+        pending = dict(children)
+        ready = [root]
+        while ready:
+            c = ready.pop()
+            parents = c.parents
+            for p in parents:
+                if p is not None:
+                    k = pending[p] - 1
+                    if k:
+                        pending[p] = k
+                    else:
+                        ready.append(p)
+            spec = c.spec
+            if spec is None or not c.fetches:
+                continue
+            if c.recipe:
+                if spec.saves_output:
+                    needed.add(c)
+                    uses[c] = uses.get(c, 0) + 1
+                if c in needed:  # recomputing c reads each parent it does not hold once
+                    for p in _fetched(c):
+                        needed.add(p)
+                        uses[p] = uses.get(p, 0) + 1
+            if spec.saves_inputs:
+                for p in _fetched(c):
+                    needed.add(p)
+                    uses[p] = uses.get(p, 0) + 1
+        self.uses = uses
+        self.needed = needed
+
+    def _release(self, n: Node) -> None:
+        u = self.uses.get(n, 0) - 1
+        self.uses[n] = u
+        if u <= 0:
+            self.cache.pop(n, None)
+
+    def value(self, n: Node) -> Any:
+        """``n``'s output: kept, cached, or recomputed with its missing ancestors (iteratively)."""
+        out = n.output
+        if out is not None:
+            return out
+        cache = self.cache
+        v = cache.get(n)
+        if v is not None:
+            return v
+        counts = self.counts
+        stack = [n]
+        while stack:
+            m = stack[-1]
+            if m in cache:
+                stack.pop()
+                continue
+            args = []
+            missing = False
+            held: tuple[Any, ...] = m.inputs  # type: ignore[assignment]  # a recipe holds a tuple
+            parents: tuple[Node, ...] = m.parents  # type: ignore[assignment]  # recipe: all tracked
+            for i, p in enumerate(parents):
+                a = held[i]
+                if a is None:
+                    a = p.output
+                    if a is None:
+                        a = cache.get(p)
+                        if a is None:
+                            stack.append(p)
+                            missing = True
+                args.append(a)
+            if missing:
+                continue
+            stack.pop()
+            b = m.b
+            out = run_forward(b, m.spec, args, m.attrs)
+            if type(out) is not b.array_type:
+                out = b.asarray(out)
+            cache[m] = out
+            counts[m.id] = counts.get(m.id, 0) + 1
+            if m in self.needed:  # settle the claims this recompute held on its parents
+                for p in _fetched(m):
+                    self._release(p)
+        return cache[n]
+
+    def step(self, n: Node, g: Any) -> Any:
+        """Run ``n``'s backward rule on fetched values, then settle its claims."""
+        spec = n.spec
+        held = n.inputs
+        if spec.saves_output and n.output is None:
+            n.output = self.value(n)  # recomputed from the inputs as held
+            self._release(n)
+        if spec.saves_inputs:
+            vals = []
+            for i, p in enumerate(n.parents):
+                v = held[i] if held is not None else None
+                if v is None and p is not None:
+                    v = self.value(p)
+                    self._release(p)
+                vals.append(v)
+            n.inputs = tuple(vals)
+        result = spec.backward(n, g)
+        n.inputs = held
+        self._settle_recompute(n)
+        self.cache.pop(n, None)
+        return result
+
+    def skip(self, n: Node) -> None:
+        """``n``'s step runs without a gradient: settle every claim it holds, drop its value."""
+        spec = n.spec
+        if spec.saves_inputs:
+            for p in _fetched(n):
+                self._release(p)
+        if spec.saves_output and n.recipe:
+            self._release(n)
+        self._settle_recompute(n)
+        self.cache.pop(n, None)
+
+    def _settle_recompute(self, n: Node) -> None:
+        # a needed recipe node that was never recomputed will not be now: its claims lapse
+        if n.recipe and n.id not in self.counts and n in self.needed:
+            for p in _fetched(n):
+                self._release(p)
+
+
+def _fetched(n: Node) -> list[Node]:
+    """The parents whose values a fetching node reads from them rather than holding."""
+    held = n.inputs
+    return [
+        p for i, p in enumerate(n.parents) if p is not None and (held is None or held[i] is None)
+    ]
