@@ -55,17 +55,17 @@ def _run(body: str, mode: str = "absent", timeout: float = 120.0) -> str:
 def test_import_is_fast_and_torch_free(mode: str) -> None:
     out = _run(
         """
-        import json, time
-        t0 = time.perf_counter()
+        import json
         import ember
-        dt = time.perf_counter() - t0
-        print(json.dumps({"seconds": dt, "torch": "torch" in sys.modules}))
+        heavy = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "scipy", "matplotlib"})
+        print(json.dumps({"heavy": heavy}))
         """,
         mode,
     )
+    # "fast" is held by what gets imported, not by a wall-clock bound (a loaded CI machine
+    # would make a timing assertion flaky): importing ember loads no heavy optional package.
     res = json.loads(out.strip().splitlines()[-1])
-    assert res["torch"] is False
-    assert res["seconds"] < 1.0
+    assert res["heavy"] == []
 
 
 def test_import_does_not_load_torch_even_when_installed() -> None:

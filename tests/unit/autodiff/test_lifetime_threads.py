@@ -109,13 +109,15 @@ def test_forward_only_loop_on_an_autodiff_device_keeps_memory_flat(device: em.De
     tracemalloc.start()
     try:
         sizes = {}
-        for step in range(1, 1001):
+        for step in range(1, 3001):
             out = (x @ w).tanh()
             kept.append(float((out * out).mean().item()))
-            if step in (100, 1000):
+            if step in (1000, 3000):
                 sizes[step] = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    # 900 leaked steps would hold at least 900 * 32 * 8 * 4 bytes of activations (~920 KB)
-    growth = sizes[1000] - sizes[100] - 900 * 64  # allow the floats kept in ``kept``
-    assert growth < 32 * 1024, f"memory grew by {growth} bytes over 900 forward-only steps"
+    # The first 1000 steps warm up: CPython's free lists (up to 2000 tuples per size, which
+    # tracemalloc counts as allocated) fill there, a bounded one-off. Then 2000 leaked steps
+    # would hold at least 2000 * 32 * 8 * 4 bytes of activations (~2 MB).
+    growth = sizes[3000] - sizes[1000] - 2000 * 64  # allow the floats kept in ``kept``
+    assert growth < 32 * 1024, f"memory grew by {growth} bytes over 2000 forward-only steps"
