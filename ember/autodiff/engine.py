@@ -146,6 +146,7 @@ def _run(
         n.consumed = True
         n.inputs = None
         n.output = None
+        n.saved = None
         if len(parents) == 1 and (p := parents[0]) is not None:  # common: one tracked input
             if in_grads is not None:
                 gi = in_grads[0]

@@ -19,6 +19,8 @@ class Node:
         parents: One entry per input: its node, or ``None`` for an untracked/plain input.
         inputs: Saved raw inputs (entries may be ``None`` when not saved), or ``None``.
         output: Saved raw output, or ``None``. A leaf keeps its value here.
+        saved: The residuals a ``Saves.RESIDUALS`` forward returned beside its output, or
+            ``None``; released after the node's backward step.
         attrs: The op's keyword attributes.
         shapes: Input shapes, for summing broadcast gradients back.
         b: The backend that computed the output.
@@ -42,6 +44,7 @@ class Node:
         "parents",
         "recipe",
         "requirement",
+        "saved",
         "shapes",
         "spec",
     )
@@ -71,6 +74,7 @@ class Node:
         self.consumed = False
         self.recipe = recipe
         self.fetches = fetches
+        self.saved: Any = None
 
     @classmethod
     def leaf(cls, value: Any, b: Any) -> Node:

@@ -3,7 +3,8 @@
 ``autodiff.engine`` builds one ``Recompute`` per pass that runs through a node recorded with
 ``fetches`` set (``ember.checkpoint.record``), and hands it those nodes' steps: it fetches the
 values a step reads that its node does not hold (a kept output, a leaf, or a value recomputed
-from the nearest kept ancestors) and runs the rule on them.
+from the nearest kept ancestors) and passes them to the rule explicitly, through a ``View``;
+the node itself is never written to.
 """
 
 from __future__ import annotations
@@ -121,8 +122,10 @@ class Recompute:
         """Run ``n``'s backward rule on fetched values, then settle its claims."""
         spec = n.spec
         held = n.inputs
-        if spec.saves_output and n.output is None:
-            n.output = self.value(n)  # recomputed from the inputs as held
+        inputs = held
+        output = n.output
+        if spec.saves_output and output is None:
+            output = self.value(n)  # recomputed from the inputs as held
             self._release(n)
         if spec.saves_inputs:
             vals = []
@@ -132,9 +135,8 @@ class Recompute:
                     v = self.value(p)
                     self._release(p)
                 vals.append(v)
-            n.inputs = tuple(vals)
-        result = spec.backward(n, g)
-        n.inputs = held
+            inputs = tuple(vals)
+        result = spec.backward(View(n, inputs, output), g)
         self._settle_recompute(n)
         self.cache.pop(n, None)
         return result
@@ -155,6 +157,22 @@ class Recompute:
         if n.recipe and n.id not in self.counts and n in self.needed:
             for p in _fetched(n):
                 self._release(p)
+
+
+class View:
+    """The ``ctx`` a fetching node's rule reads: the node's fields, with the ``inputs`` and
+    ``output`` the step fetched (held, read from a parent or recomputed) given explicitly."""
+
+    __slots__ = ("attrs", "b", "inputs", "output", "parents", "saved", "shapes")
+
+    def __init__(self, n: Node, inputs: tuple[Any, ...] | None, output: Any) -> None:
+        self.inputs = inputs
+        self.output = output
+        self.saved = n.saved
+        self.attrs = n.attrs
+        self.shapes = n.shapes
+        self.parents = n.parents
+        self.b = n.b
 
 
 def _fetched(n: Node) -> list[Node]:

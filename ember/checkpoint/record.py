@@ -26,6 +26,7 @@ def node(
     out: Any,
     attrs: dict[str, Any],
     b: Any,
+    saved: Any = None,
 ) -> Node:
     """The node of ``spec``'s result ``out`` (from ``raws``; ``parents`` their nodes).
 
@@ -35,7 +36,8 @@ def node(
     parents that are neither recipes nor leaves (for its backward rule, or for its recompute
     when it is a recipe), and its own output when its rule reads it and it is no recipe. A
     recipe parent's value is recomputed, a leaf's read from the leaf; a kept output that no
-    child reads is not held by the graph.
+    child reads is not held by the graph. Declared residuals (``saved``) are always held: they
+    are what the rule reads, and recomputing a recipe's output does not bring them back.
     """
     recipe = None not in parents and not strategy.keeps(spec, parents)
     inputs = None
@@ -46,7 +48,7 @@ def node(
                 for p, r in zip(parents, raws)
             ]
         )
-    return Node(
+    n = Node(
         spec,
         parents,
         inputs,
@@ -57,3 +59,5 @@ def node(
         recipe=recipe,
         fetches=True,
     )
+    n.saved = saved
+    return n

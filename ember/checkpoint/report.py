@@ -72,9 +72,14 @@ def _buffer(a: Any) -> tuple[tuple[str, int], int]:
 
 
 def _held(n: Node) -> Iterator[tuple[str, Any]]:
-    """(producer name, raw array) for each value node ``n`` keeps."""
+    """(producer name, raw array) for each value node ``n`` keeps (residuals are its own op's)."""
     if n.output is not None:
         yield (LEAF if n.spec is None else n.spec.name), n.output
+    saved = n.saved
+    if saved is not None:
+        name = n.spec.name if n.spec is not None else LEAF
+        for v in saved if type(saved) is tuple else (saved,):
+            yield name, v
     if n.inputs is not None:
         for p, v in zip(n.parents, n.inputs):
             if v is None:

@@ -210,8 +210,6 @@ def _index_loss(
     rows, t, out_shape = _rows(op, x, target, soft=False)
     valid = _index_range(op, t, rows._data.shape[1], ignore_index)
     loss = apply(OPS[row], (rows, t), {"ignore_index": int(ignore_index), **attrs})
-    if row == "cross_entropy":
-        loss = loss[:, 0]  # the row also returns each row's logsumexp (kept for its backward)
     if reduction == "none":
         return _in_dtype(loss.reshape(out_shape), x)
     total = loss.sum()

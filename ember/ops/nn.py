@@ -144,13 +144,19 @@ def _xent_examples(rng: Any) -> Examples:
     ]
 
 
-@defop("cross_entropy", arity=2, cost=CB, saves=Saves.BOTH, examples=_xent_examples)
+@defop(
+    "cross_entropy",
+    arity=2,
+    cost=CB,
+    saves=Saves.INPUTS | Saves.RESIDUALS,
+    examples=_xent_examples,
+)
 def cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
-    # output (R, 2): per-row loss and logsumexp; the kept logsumexp gives softmax = exp(x - lse)
+    # output (R,): per-row loss; the residual logsumexp gives softmax = exp(x - lse)
     logits, target = ctx.inputs
     a = ctx.attrs
     gx = ctx.b.cross_entropy_backward(
-        grad, logits, target, ctx.output, a["ignore_index"], a["label_smoothing"]
+        grad, logits, target, ctx.saved, a["ignore_index"], a["label_smoothing"]
     )
     return gx, None
 

@@ -4,10 +4,10 @@ A row holds everything about a primitive: its forward (by default the backend me
 name), its backward rule, its cost class (read by gradient checkpointing), what its backward needs
 saved, and the input domain and examples the registry-driven test suites sample from.
 
-Backward rules receive ``ctx`` (the graph node: ``ctx.inputs``, ``ctx.output``, ``ctx.attrs``,
-``ctx.shapes``, ``ctx.parents``, the backend ``ctx.b``) and the incoming gradient as raw backend
-arrays, and return one gradient per input (``None`` where an input gets none). The engine sums
-broadcast gradients back to each input's shape.
+Backward rules receive ``ctx`` (the graph node: ``ctx.inputs``, ``ctx.output``, ``ctx.saved``,
+``ctx.attrs``, ``ctx.shapes``, ``ctx.parents``, the backend ``ctx.b``) and the incoming gradient
+as raw backend arrays, and return one gradient per input (``None`` where an input gets none). The
+engine sums broadcast gradients back to each input's shape.
 """
 
 from __future__ import annotations
@@ -34,11 +34,18 @@ class Cost(enum.Enum):
 
 
 class Saves(enum.Flag):
-    """What a backward rule reads: the op's inputs, its output, both, or nothing."""
+    """What a backward rule reads: the op's inputs, its output, its residuals, or nothing.
+
+    ``RESIDUALS``: the forward returns ``(out, saved)``, ``saved`` being values its backward reads
+    besides inputs and output (a raw array or a tuple of them, e.g. a row's logsumexp). The node
+    keeps ``saved`` as ``ctx.saved`` (counted by ``checkpoint.report``, released after the step,
+    kept under every strategy); callers of the row see ``out`` only.
+    """
 
     NONE = 0
     INPUTS = enum.auto()
     OUTPUT = enum.auto()
+    RESIDUALS = enum.auto()
     BOTH = INPUTS | OUTPUT
 
 
@@ -85,6 +92,7 @@ class OpSpec:
     precision: Precision = Precision.KEEP  # what amp does with the float operands
     saves_inputs: bool = field(init=False)
     saves_output: bool = field(init=False)
+    saves_residuals: bool = field(init=False)  # the forward returns (out, saved)
     memory_bound: bool = field(init=False)
     autocasts: bool = field(init=False)  # precision is LOW or FULL: amp may cast any operand
 
@@ -92,6 +100,7 @@ class OpSpec:
         # plain booleans: the dispatch hot path reads them on every op
         self.saves_inputs = bool(self.saves & Saves.INPUTS)
         self.saves_output = bool(self.saves & Saves.OUTPUT)
+        self.saves_residuals = bool(self.saves & Saves.RESIDUALS)
         self.memory_bound = self.cost is Cost.MEMORY_BOUND
         self.autocasts = self.precision is Precision.LOW or self.precision is Precision.FULL
 
@@ -164,8 +173,11 @@ install_rows(OPS)
 
 
 def run_forward(b: Any, spec: OpSpec, raws: Sequence[Array], attrs: dict[str, Any]) -> Array:
-    """Compute ``spec``'s forward on backend ``b`` (list-input ops take the list as one arg)."""
+    """Compute ``spec``'s output on backend ``b`` (list-input ops take the list as one arg); a
+    row with ``Saves.RESIDUALS`` gives its output only (``saved`` is what its node keeps)."""
     fn = b.table[spec.name]
     if spec.arity == -1:
-        return fn(list(raws), **attrs)
-    return fn(*raws, **attrs)
+        out = fn(list(raws), **attrs)
+    else:
+        out = fn(*raws, **attrs)
+    return out[0] if spec.saves_residuals else out

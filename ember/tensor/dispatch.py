@@ -109,6 +109,10 @@ def apply(spec: OpSpec, xs: tuple[Tensor, ...] | list[Tensor], attrs: dict[str, 
     else:
         out = fn(*raws)
     if type(out) is not b.array_type:
+        if spec.saves_residuals:
+            return _residuals(
+                spec, t0.__class__, tuple(parents), tuple(raws), out, attrs, strategy, dev
+            )
         out = b.asarray(out)
     if strategy is None:
         return wrap(t0.__class__, out, dev)
@@ -133,6 +137,8 @@ def _apply1(spec: OpSpec, x: Tensor, attrs: dict[str, Any]) -> Tensor:
     else:
         out = b.table[spec.name](data)
     if type(out) is not b.array_type:
+        if spec.saves_residuals:
+            return _residuals(spec, x.__class__, (x._node,), (data,), out, attrs, x._strategy, dev)
         out = b.asarray(out)
     strategy = x._strategy
     if strategy is None:
@@ -164,6 +170,7 @@ def _record(
     attrs: dict[str, Any],
     strategy: Any,
     dev: Any,
+    saved: Any = None,
 ) -> Tensor:
     """The one recorder: every entry point's autodiff result is built here.
 
@@ -171,7 +178,8 @@ def _record(
     when the row is differentiable, some input is tracked and the result is float; what it keeps
     (its inputs, its output, or only a recipe) is the strategy's decision: a strategy that never
     makes recipes (``recipes`` unset: ``Disabled``) keeps what the row's ``saves`` names, any other
-    is asked by ``ember.checkpoint.record.node``.
+    is asked by ``ember.checkpoint.record.node``. ``saved``: the residuals a ``Saves.RESIDUALS``
+    forward returned (kept on the node as ``ctx.saved`` under every strategy).
     """
     t = _new(cls)
     t._data = out
@@ -182,9 +190,9 @@ def _record(
         t._node = None
         return t
     if strategy.recipes:
-        t._node = _checkpoint.node(strategy, spec, parents, raws, out, attrs, b)
+        t._node = _checkpoint.node(strategy, spec, parents, raws, out, attrs, b, saved)
         return t
-    t._node = Node(
+    n = t._node = Node(
         spec,
         parents,
         raws if spec.saves_inputs else None,
@@ -193,7 +201,30 @@ def _record(
         tuple(map(_shape_of, raws)),
         b,
     )
+    if saved is not None:
+        n.saved = saved
     return t
+
+
+def _residuals(
+    spec: OpSpec,
+    cls: type[Tensor],
+    parents: tuple[Node | None, ...],
+    raws: tuple[Any, ...],
+    result: Any,
+    attrs: dict[str, Any],
+    strategy: Any,
+    dev: Any,
+) -> Tensor:
+    """The result of a ``Saves.RESIDUALS`` row, whose forward returned ``(out, saved)``: ``out``
+    as the tensor, ``saved`` for its node (an entry point's kernel-output branch calls this)."""
+    out, saved = result
+    b = dev.b
+    if type(out) is not b.array_type:
+        out = b.asarray(out)
+    if strategy is None:
+        return wrap(cls, out, dev)
+    return _record(spec, cls, parents, raws, out, attrs, strategy, dev, saved)
 
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
@@ -293,8 +324,6 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     if spec.dtypes is not _ANY and a._node is None and not b.is_float(x):
         checks.dtype_domain(spec.name, spec.dtypes, b.dtype_of(x))
     out = b.table[spec.name](x, y)
-    if type(out) is not b.array_type:
-        out = b.asarray(out)
     strategy = a._strategy
     sc = c._strategy
     if sc is not strategy:
@@ -302,6 +331,10 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
             strategy = sc
         elif sc is not None and sc != strategy:  # strategies compare by value
             raise checks.same_strategy(spec.name, strategy, sc)
+    if type(out) is not b.array_type:
+        if spec.saves_residuals:
+            return _residuals(spec, a.__class__, (a._node, c._node), (x, y), out, {}, strategy, dev)
+        out = b.asarray(out)
     if strategy is None:
         return wrap(a.__class__, out, dev)
     return _record(spec, a.__class__, (a._node, c._node), (x, y), out, _NO_ATTRS, strategy, dev)
@@ -344,9 +377,13 @@ def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
         b = dev.b
         if b.scalar_ok(data):  # the common case: a float tensor keeps its dtype
             out = b.table[spec.name](data, value)
-            if type(out) is not b.array_type:
-                out = b.asarray(out)
             strategy = x._strategy
+            if type(out) is not b.array_type:
+                if spec.saves_residuals:
+                    node = (x._node,)
+                    at = {"value": value}
+                    return _residuals(spec, x.__class__, node, (data,), out, at, strategy, dev)
+                out = b.asarray(out)
             if strategy is None:
                 return wrap(x.__class__, out, dev)
             return _record(

@@ -17,8 +17,9 @@ class NnOps(abc.ABC):
     @abc.abstractmethod
     def cross_entropy(
         self, logits: Raw, target: Raw, ignore_index: int, label_smoothing: float
-    ) -> Raw:
-        """(R, 2): per-row loss (0 on ignored rows) and the row's logsumexp, float32 math."""
+    ) -> tuple[Raw, Raw]:
+        """(loss, lse): the (R,) per-row loss (0 on ignored rows) and, as the row's residual,
+        each row's logsumexp; float32 math."""
 
     @abc.abstractmethod
     def cross_entropy_backward(
@@ -26,11 +27,11 @@ class NnOps(abc.ABC):
         grad: Raw,
         logits: Raw,
         target: Raw,
-        out: Raw,
+        lse: Raw,
         ignore_index: int,
         label_smoothing: float,
     ) -> Raw:
-        """The gradient of the logits, in their dtype."""
+        """The gradient of the logits (from the (R,) loss gradient), in their dtype."""
 
     @abc.abstractmethod
     def cross_entropy_soft(self, logits: Raw, probs: Raw, label_smoothing: float) -> Raw:

@@ -34,11 +34,10 @@ def _batch_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -
 def _cross_entropy(
     x: torch.Tensor, t: torch.Tensor, ignore_index: int, label_smoothing: float
 ) -> torch.Tensor:
-    # the row returns (R, 2): each row's loss and its logsumexp
-    loss = F.cross_entropy(
+    # the row returns each row's loss (its logsumexp is a residual, not an output)
+    return F.cross_entropy(
         x, t, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="none"
     )
-    return torch.stack([loss, torch.logsumexp(x, 1)], 1)
 
 
 def _cross_entropy_soft(x: torch.Tensor, p: torch.Tensor, label_smoothing: float) -> torch.Tensor:

@@ -132,16 +132,18 @@ def log_softmax_backward(grad: np.ndarray, out: np.ndarray, dim: int) -> np.ndar
 
 def cross_entropy(
     logits: np.ndarray, target: np.ndarray, ignore_index: int, label_smoothing: float
-) -> np.ndarray:
-    """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
-    the row's logsumexp, which the backward reuses instead of a second max/sum pass.
+) -> tuple[np.ndarray, np.ndarray]:
+    """(loss, lse): the (R,) per-row loss of (R, C) logits against (R,) class indices (0 on
+    ignored rows), and the residual the backward reuses instead of a second max/sum pass: each
+    row's logsumexp.
 
     float16/bfloat16 logits give a float32 result: each row block is upcast as it is read.
     """
     r, c = logits.shape
     acc = _acc(logits.dtype)
     half = acc != logits.dtype
-    out = np.empty((r, 2), dtype=acc)
+    loss = np.empty(r, dtype=acc)
+    lses = np.empty(r, dtype=acc)
     valid = target != ignore_index
     safe = np.where(valid, target, 0)
     eps = label_smoothing
@@ -157,11 +159,11 @@ def cross_entropy(
             lb = lse - (1 - eps) * picked - (eps / c) * (xb @ ones)
         else:
             lb = lse - picked
-        out[lo:hi, 0] = np.where(valid[lo:hi], lb, 0)
-        out[lo:hi, 1] = lse
+        loss[lo:hi] = np.where(valid[lo:hi], lb, 0)
+        lses[lo:hi] = lse
 
     _parallel_rows(r, c, block)
-    return out
+    return loss, lses
 
 
 def _logsumexp_rows(xb: np.ndarray, ones: np.ndarray) -> np.ndarray:
@@ -176,14 +178,14 @@ def cross_entropy_backward(
     grad: np.ndarray,
     logits: np.ndarray,
     target: np.ndarray,
-    out: np.ndarray,
+    lse: np.ndarray,
     ignore_index: int,
     label_smoothing: float,
 ) -> np.ndarray:
-    """Gradient for the logits from the (R, 2) gradient of ``cross_entropy``'s output ``out``.
+    """Gradient for the logits from the (R,) gradient of ``cross_entropy``'s per-row loss.
 
-    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax. The
-    softmax is exp(x - lse) with the kept logsumexp, so no max or sum pass is needed.
+    d loss / dx = softmax - smoothed one-hot (0 on ignored rows). The softmax is exp(x - lse)
+    with the forward's residual logsumexp ``lse``, so no max or sum pass is needed.
     float16/bfloat16 logits: each block is computed in float32 and cast to the logits' dtype.
     """
     r, c = logits.shape
@@ -192,9 +194,8 @@ def cross_entropy_backward(
     gx = np.empty_like(logits)
     valid = target != ignore_index
     safe = np.where(valid, target, 0)
-    g_loss = np.where(valid, grad[:, 0], 0).astype(acc, copy=False)
-    g_soft = g_loss + grad[:, 1]
-    lse = out[:, 1]
+    g_loss = np.where(valid, grad, 0).astype(acc, copy=False)
+    g_soft = g_loss
     eps = label_smoothing
     # g exp(x - lse) = exp(x - (lse - log g)) for g >= 0 (g = 0 gives exp(-inf) = 0): the shift
     # is formed in float64 and rounded once, and the multiply pass disappears. Rows whose shift

@@ -53,9 +53,10 @@ def _picked_log_softmax(logits: Tensor, safe: Tensor, acc: torch.dtype | None) -
 
 def cross_entropy(
     logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float
-) -> Tensor:
-    """(R, 2): per-row loss of (R, C) logits against (R,) class indices (0 on ignored rows) and
-    the row's logsumexp (as x_t - log_softmax(x)_t: NaN where the target's logit is infinite).
+) -> tuple[Tensor, Tensor]:
+    """(loss, lse): the (R,) per-row loss of (R, C) logits against (R,) class indices (0 on
+    ignored rows), and the residual logsumexp of each row (as x_t - log_softmax(x)_t: NaN where
+    the target's logit is infinite).
 
     float16/bfloat16 logits are read as they are and the result is float32: the log-softmax runs
     in float32 over blocks of rows (``_SCRATCH_ELEMENTS``), so no float32 copy of the logits
@@ -76,21 +77,21 @@ def cross_entropy(
         loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1, dtype=acc)
     else:
         loss = -picked_logp
-    return torch.stack((torch.where(valid, loss, 0), lse), 1)
+    return torch.where(valid, loss, 0), lse
 
 
 def cross_entropy_backward(
     grad: Tensor,
     logits: Tensor,
     target: Tensor,
-    out: Tensor,
+    lse: Tensor,
     ignore_index: int,
     label_smoothing: float,
 ) -> Tensor:
-    """Gradient for the logits from the (R, 2) gradient of ``cross_entropy``'s output ``out``.
+    """Gradient for the logits from the (R,) gradient of ``cross_entropy``'s per-row loss.
 
-    d loss / dx = softmax - smoothed one-hot (0 on ignored rows); d lse / dx = softmax, from one
-    fused softmax pass (fewer passes over the logits than exp(x - lse) with the kept logsumexp).
+    d loss / dx = softmax - smoothed one-hot (0 on ignored rows), from one fused softmax pass
+    (fewer passes over the logits than exp(x - lse) with the residual logsumexp ``lse``).
     The gradient has the logits' dtype: for float16/bfloat16 the softmax accumulates in float32
     and writes the low-precision buffer, and the per-row scalars are cast to it.
     """
@@ -98,8 +99,8 @@ def cross_entropy_backward(
     target = target.long()
     valid = target != ignore_index
     safe = torch.where(valid, target, 0).unsqueeze(1)
-    g_loss = torch.where(valid, grad[:, 0], 0)
-    g_soft = (g_loss + grad[:, 1]).to(dt)
+    g_loss = torch.where(valid, grad, 0)
+    g_soft = g_loss.to(dt)
     # in place on one fresh (R, C) buffer: the logits of a language model are the largest tensor.
     # Full (R, C) passes: softmax (read x, write gx), mul_ (read and write gx), and with label
     # smoothing one sub_; scatter_add_ touches one element per row.
