@@ -2,6 +2,17 @@
 
 Every error ember raises subclasses :class:`EmberError`. Messages start with the op, say what was
 expected and what was received, and end with a hint.
+
+Which class a bad argument raises:
+
+- :class:`DTypeError` (a ``TypeError``): an argument of the wrong type (a float, ``None`` or a
+  string where an int, a shape or a number is expected: ``zeros((2.5,))``, ``permute(None)``,
+  ``conv2d(stride=1.5)``, ``em.seed("a")``), a tensor of a dtype the op does not accept, or a
+  Python number that the target dtype cannot hold: an int outside int64 (outside int32 for an
+  int32 tensor), NaN or infinity for an int or bool tensor, a float beyond the int range.
+- :class:`ShapeError` (a ``ValueError``): an argument of the right type with a wrong value:
+  shapes, sizes, dims and indices out of range, negative sizes, probabilities outside [0, 1],
+  ``em.seed(-1)``, and tensors too large to allocate (the message gives the bytes requested).
 """
 
 from __future__ import annotations
@@ -16,11 +27,11 @@ class AutodiffError(EmberError, RuntimeError):
 
 
 class ShapeError(EmberError, ValueError):
-    """Shapes (or dims, or index ranges) don't fit the op."""
+    """Shapes, dims, index ranges or other argument values don't fit the op (or memory)."""
 
 
 class DTypeError(EmberError, TypeError):
-    """The op does not accept a tensor of this dtype."""
+    """A wrong argument type, a tensor of the wrong dtype, or a number its dtype cannot hold."""
 
 
 class DeviceError(EmberError, RuntimeError):

@@ -20,6 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from ..tensor import checks
@@ -82,6 +84,8 @@ __all__ = [
 
 Pair = tuple[int, int]
 IntOrPair = int | Sequence[int]
+# the largest stride, padding, dilation or kernel size accepted: kernels compute in int64
+_MAX_INT_ARG = 1 << 62
 _EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
 
@@ -95,12 +99,30 @@ def _same_dtype(op: str, x: Tensor, other: Tensor, what: str) -> None:
 
 
 def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:
-    vals = (v, v) if isinstance(v, int) else tuple(v)
-    if len(vals) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in vals):
-        raise ShapeError(f"{op}: expected {name} to be an int or a pair of ints, got {v!r}.")
-    if min(vals) < minimum:
-        raise ShapeError(f"{op}: expected {name} >= {minimum}, got {v!r}.")
-    return (int(vals[0]), int(vals[1]))
+    """An int or a pair of ints (Python or NumPy), each in ``[minimum, 2**62]``.
+
+    A wrong type (a float, None, a string) is a ``DTypeError``, a pair of the wrong length or a
+    value out of range a ``ShapeError``.
+    """
+    if type(v) is int:
+        vals: tuple[Any, ...] = (v, v)
+    elif type(v) is tuple or type(v) is list:
+        vals = tuple(v)
+    elif isinstance(v, (Sequence, np.ndarray)) and not isinstance(v, (str, bytes)):
+        vals = tuple(v)
+    else:
+        vals = (v, v)
+    if len(vals) != 2:
+        raise ShapeError(
+            f"{op}: expected {name} to be an int or a pair of ints, got {checks.show(v)}."
+        )
+    a = checks.int_arg(op, name, vals[0])
+    b = checks.int_arg(op, name, vals[1])
+    if min(a, b) < minimum or max(a, b) > _MAX_INT_ARG:
+        raise ShapeError(
+            f"{op}: expected {name} >= {minimum} (and at most 2**62), got {checks.show(v)}."
+        )
+    return (a, b)
 
 
 def _batched(op: str, x: Any, n: int, layout: str) -> tuple[Tensor, bool]:
@@ -223,8 +245,12 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     recomputes exactly. Returns ``x`` itself when not ``training`` or when ``p`` is 0.
     """
     x = _float("dropout", x)
+    if type(p) is not float:
+        p = checks.float_arg("dropout", "p (a probability)", p)
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout: expected a probability 0 <= p <= 1, got {p}.")
+    if type(training) is not bool:
+        raise DTypeError(f"dropout: expected training to be a bool, got {checks.show(training)}.")
     if not training or p == 0.0:
         return x
     if p == 1.0:
@@ -348,15 +374,18 @@ def conv2d(
     dil = _pair(op, "dilation", dilation, 1)
     kernel = (weight.shape[2], weight.shape[3])
     pad = _conv_padding(op, padding, kernel, st, dil)
-    _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
+    groups = _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
     _check_span(op, (x.shape[2], x.shape[3]), kernel, pad, dil)
     b = _conv_bias(op, x, bias, weight.shape[0])
+    _check_output(op, x, weight.shape[0], kernel, st, pad, dil)
     attrs = {"stride": st, "padding": pad, "dilation": dil, "groups": groups}
     out = apply(OPS["conv2d"], (x, weight, b), attrs)
     return out.squeeze_dim(0) if unbatched else out
 
 
 def _conv_padding(op: str, padding: Any, kernel: Pair, stride: Pair, dil: Pair) -> Pair:
+    if not isinstance(padding, str):
+        return _pair(op, "padding", padding, 0)
     if padding == "valid":
         return (0, 0)
     if padding == "same":
@@ -367,22 +396,28 @@ def _conv_padding(op: str, padding: Any, kernel: Pair, stride: Pair, dil: Pair) 
                 f"stride {stride}, kernel {kernel}, dilation {dil}. Pad explicitly instead."
             )
         return (total[0] // 2, total[1] // 2)
-    if isinstance(padding, str):
-        raise ShapeError(
-            f"{op}: expected padding 'valid', 'same', an int or a pair, got {padding!r}."
-        )
-    return _pair(op, "padding", padding, 0)
+    raise ShapeError(f"{op}: expected padding 'valid', 'same', an int or a pair, got {padding!r}.")
 
 
-def _check_groups(op: str, c_in: int, c_out: int, c_per_group: int, groups: int) -> None:
-    if not isinstance(groups, int) or groups < 1:
-        raise ShapeError(f"{op}: expected groups to be an int >= 1, got {groups!r}.")
+def _check_output(
+    op: str, x: Tensor, channels: int, kernel: Pair, st: Pair, pad: Pair, dil: Pair
+) -> None:
+    """Refuse a convolution output no memory holds (a huge padding), before the kernel runs."""
+    n, _, h, w = x.shape
+    ho = (h + 2 * pad[0] - dil[0] * (kernel[0] - 1) - 1) // st[0] + 1
+    wo = (w + 2 * pad[1] - dil[1] * (kernel[1] - 1) - 1) // st[1] + 1
+    checks.alloc(op, (n, channels, ho, wo), x.dtype)
+
+
+def _check_groups(op: str, c_in: int, c_out: int, c_per_group: int, groups: int) -> int:
+    groups = checks.int_arg(op, "groups", groups, lo=1)
     if c_in != c_per_group * groups or c_out % groups:
         raise ShapeError(
             f"{op}: channels don't fit groups={groups}: input has {c_in} channels, weight "
             f"expects {c_per_group} per group ({c_per_group * groups} in all) and has {c_out} "
             "outputs (must divide by groups). Check the weight's in_channels / groups."
         )
+    return groups
 
 
 def _conv_bias(op: str, x: Tensor, bias: Tensor | None, channels: int) -> Tensor:
@@ -417,10 +452,13 @@ def conv1d(
     dil = _pair(op, "dilation", dilation, 1)[0]
     pad = padding if isinstance(padding, str) else (0, _pair(op, "padding", padding, 0)[0])
     # checked here, then the conv2d row runs directly, so that errors name conv1d
-    _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
+    groups = _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
     p1 = _conv_padding(op, pad, (1, weight.shape[2]), (1, st), (1, dil))
     _check_span(op, (1, x.shape[2]), (1, weight.shape[2]), p1, (1, dil))
     b = _conv_bias(op, x, bias, weight.shape[0])
+    _check_output(
+        op, x.unsqueeze_dim(2), weight.shape[0], (1, weight.shape[2]), (1, st), p1, (1, dil)
+    )
     attrs = {"stride": (1, st), "padding": p1, "dilation": (1, dil), "groups": groups}
     # (N, C, L) -> (N, C, 1, L)
     out = apply(OPS["conv2d"], (x.unsqueeze_dim(2), weight.unsqueeze_dim(2), b), attrs)
@@ -459,7 +497,8 @@ def conv_transpose2d(
     pad = _pair(op, "padding", padding, 0)
     opad = _pair(op, "output_padding", output_padding, 0)
     dil = _pair(op, "dilation", dilation, 1)
-    if not isinstance(groups, int) or groups < 1 or weight.shape[0] % groups:
+    groups = checks.int_arg(op, "groups", groups, lo=1)
+    if weight.shape[0] % groups:
         raise ShapeError(
             f"{op}: expected groups >= 1 dividing the weight's {weight.shape[0]} input channels, "
             f"got {groups!r}."
@@ -498,7 +537,11 @@ def _pool_args(
 ) -> tuple[Tensor, bool, Pair, Pair, Pair]:
     x, unbatched = _batched(op, x, 2, "(N, C, H, W)")
     k = _pair(op, "kernel_size", kernel_size, 1)
-    st = k if stride is None or stride == () else _pair(op, "stride", stride, 1)
+    st = (
+        k
+        if stride is None or (type(stride) is tuple and not stride)
+        else _pair(op, "stride", stride, 1)
+    )
     pad = _pair(op, "padding", padding, 0)
     if pad[0] > k[0] // 2 or pad[1] > k[1] // 2:
         raise ShapeError(f"{op}: padding {pad} must be at most half the kernel size {k}.")
@@ -559,7 +602,10 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> T
     """
     op = "adaptive_avg_pool2d"
     x, unbatched = _batched(op, x, 2, "(N, C, H, W)")
-    sizes = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    if isinstance(output_size, (Sequence, np.ndarray)) and not isinstance(output_size, str):
+        sizes = tuple(output_size)
+    else:
+        sizes = (output_size, output_size)
     if len(sizes) != 2:
         raise ShapeError(f"{op}: expected output_size to be an int or a pair, got {output_size!r}.")
     filled = tuple(x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
@@ -572,7 +618,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> T
 
 # ---------------------------------------------------------------- normalisation
 def _norm_shape(op: str, x: Tensor, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = checks.sizes(op, normalized_shape)
     k = len(shape)
     if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k :]) != shape:
         raise ShapeError(
@@ -630,14 +676,14 @@ def layer_norm(
                 else k == 1 and type(normalized_shape) is int and ws[0] == normalized_shape
             )
         ):
-            attrs = {"normalized_ndim": k, "eps": float(eps)}
+            attrs = {"normalized_ndim": k, "eps": checks.float_arg("layer_norm", "eps", eps)}
             return apply(_LAYER_NORM, (x, weight, bias), attrs)
     op = "layer_norm"
     x = _float(op, x)
     shape = _norm_shape(op, x, normalized_shape)
     w = _affine(op, x, weight, shape, "weight", 1.0)
     b = _affine(op, x, bias, shape, "bias", 0.0)
-    attrs = {"normalized_ndim": len(shape), "eps": float(eps)}
+    attrs = {"normalized_ndim": len(shape), "eps": checks.float_arg(op, "eps", eps)}
     return apply(_LAYER_NORM, (x, w, b), attrs)
 
 
@@ -655,7 +701,7 @@ def rms_norm(
     x = _float(op, x)
     shape = _norm_shape(op, x, normalized_shape)
     w = _affine(op, x, weight, shape, "weight", 1.0)
-    e = _EPS[x.dtype.name] if eps is None else float(eps)
+    e = _EPS[x.dtype.name] if eps is None else checks.float_arg("rms_norm", "eps", eps)
     return apply(OPS["rms_norm"], (x, w), {"normalized_ndim": len(shape), "eps": e})
 
 
@@ -716,7 +762,7 @@ def batch_norm(
             f"batch_norm: expected more than 1 value per channel when training, got input "
             f"{x.shape}. Use a larger batch or training=False."
         )
-    out = apply(OPS["batch_norm"], (x, w, b), {"eps": float(eps)})
+    out = apply(OPS["batch_norm"], (x, w, b), {"eps": checks.float_arg("batch_norm", "eps", eps)})
     if rm is None and rv is None:
         return out, None, None
     # batch statistics as plain constants: the running averages carry no gradient

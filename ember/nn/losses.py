@@ -208,6 +208,7 @@ def _index_loss(
     attrs: dict[str, Any],
 ) -> Tensor:
     rows, t, out_shape = _rows(op, x, target, soft=False)
+    ignore_index = checks.int_arg(op, "ignore_index", ignore_index, lo=-(1 << 63), hi=(1 << 63) - 1)
     valid = _index_range(op, t, rows._data.shape[1], ignore_index)
     loss = apply(OPS[row], (rows, t), {"ignore_index": int(ignore_index), **attrs})
     if reduction == "none":
@@ -251,6 +252,7 @@ def cross_entropy(
     x = _float(op, input)
     target = _tensor(op, target, "target")
     _reduction(op, reduction)
+    label_smoothing = checks.float_arg(op, "label_smoothing", label_smoothing)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ShapeError(f"{op}: expected 0 <= label_smoothing <= 1, got {label_smoothing}.")
     if target.dtype.is_float and target.shape == x.shape:
@@ -301,7 +303,8 @@ def smooth_l1_loss(
     op = "smooth_l1_loss"
     x = _float(op, input)
     _reduction(op, reduction)
-    if beta < 0:
+    beta = checks.float_arg(op, "beta", beta)
+    if not beta >= 0:
         raise ShapeError(f"{op}: expected beta >= 0, got {beta}.")
     d = x - _like(op, x, target)
     ad = d.abs()
@@ -318,7 +321,8 @@ def huber_loss(
     op = "huber_loss"
     x = _float(op, input)
     _reduction(op, reduction)
-    if delta <= 0:
+    delta = checks.float_arg(op, "delta", delta)
+    if not delta > 0:
         raise ShapeError(f"{op}: expected delta > 0, got {delta}.")
     d = x - _like(op, x, target)
     ad = d.abs()

@@ -340,6 +340,16 @@ def apply2(spec: OpSpec, a: Tensor, c: Tensor) -> Tensor:
     return _record(spec, a.__class__, (a._node, c._node), (x, y), out, _NO_ATTRS, strategy, dev)
 
 
+_I64 = 1 << 63
+
+
+def _int_range(op: str, value: int) -> DTypeError:
+    return DTypeError(
+        f"{op}: the int {checks.show(value)} is outside the int64 range (-2**63..2**63-1), the "
+        "widest ember int; no dtype holds it. Pass float(value) for float math."
+    )
+
+
 def as_scalar(op: str, value: Any) -> int | float | bool:
     """A Python number from ``value`` (Python or NumPy scalar), or a ``DTypeError``.
 
@@ -347,16 +357,20 @@ def as_scalar(op: str, value: Any) -> int | float | bool:
     (``np.float64`` subclasses ``float`` but would otherwise upcast a float32 array).
     """
     tv = type(value)
-    if tv is float or tv is int or tv is bool:
+    if tv is float or tv is bool:
         return value
+    if tv is int:
+        if -_I64 <= value < _I64:
+            return value
+        raise _int_range(op, value)
     if isinstance(value, np.generic):
         item = value.item()
         if isinstance(item, (bool, int, float)):
-            return item
+            return as_scalar(op, item)
     elif isinstance(value, bool):
         return bool(value)
     elif isinstance(value, int):
-        return int(value)
+        return as_scalar(op, int(value))
     elif isinstance(value, Number):
         try:
             return float(value)  # type: ignore[arg-type]
@@ -371,7 +385,7 @@ def as_scalar(op: str, value: Any) -> int | float | bool:
 def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
     """``x <op> value`` for a Python scalar: the tensor's dtype wins (a float lifts ints)."""
     tv = type(value)
-    if (tv is float or tv is int) and not spec.autocasts:
+    if (tv is float or (tv is int and -_I64 <= value < _I64)) and not spec.autocasts:
         data = x._data
         dev = x._dev
         b = dev.b
@@ -392,6 +406,8 @@ def scalar(spec: OpSpec, x: Tensor, value: Any) -> Tensor:
     value = as_scalar(spec.name, value)
     dt = x.dtype
     want = scalar_dtype(dt, value)
+    if want.kind != "b":  # an int32 holds less than int64; a float beyond float32 is inf
+        value = checks.fit(spec.name, value, want)
     if want is not dt:
         x = cast(x, want)
     if want.is_float:  # a scalar of the tensor's own dtype, so no kernel upcasts (bfloat16)

@@ -51,7 +51,7 @@ def reshape(self: Tensor, shape: Any) -> Tensor:
 def permute(self: Tensor, dims: Any) -> Tensor:
     """Reorder the axes: output axis i is input axis ``dims[i]``."""
     n = self._data.ndim
-    d = checks.dims("permute", tuple(dims), n)
+    d = checks.dims("permute", dims, n)
     if len(d) != n:
         raise ShapeError(f"permute: expected {n} dims (one per axis), got {tuple(dims)}.")
     if d == tuple(range(n)):
@@ -134,7 +134,8 @@ def squeeze_dim(self: Tensor, dim: int) -> Tensor:
 
 def expand(self: Tensor, shape: Any) -> Tensor:
     """Broadcast to ``shape`` (new leading axes allowed; -1 keeps a size)."""
-    want = list(checks.shape_arg("expand", [s if s != -1 else 0 for s in shape]))
+    shape = checks.sizes("expand", shape, lo=-1)
+    want = [s if s != -1 else 0 for s in shape]
     src = self.shape
     if len(want) < len(src):
         raise ShapeError(f"expand: target {tuple(shape)} has fewer axes than the tensor {src}.")

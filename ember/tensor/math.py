@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..dtype import float32
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
+from . import checks
 from .dispatch import apply, apply1, as_scalar, binary, cast, scalar
 
 if TYPE_CHECKING:
@@ -65,6 +66,13 @@ def powi_scalar(self: Tensor, n: int) -> Tensor:
     v = as_scalar("powi_scalar", n)
     if not isinstance(v, int) or isinstance(v, bool):
         raise DTypeError(f"powi_scalar: expected an int exponent, got {n!r}; use powf_scalar.")
+    if not self.dtype.is_bool:  # the exponent fits an int32 tensor; a float16 one rounds it
+        v = checks.fit("powi_scalar", v, self.dtype)
+    if v < 0 and not self.dtype.is_float:
+        raise DTypeError(
+            f"powi_scalar: an {self.dtype.name} tensor has no negative powers (got exponent {v}); "
+            "convert first with .float()."
+        )
     return apply(OPS["powi_scalar"], (self,), {"value": v})
 
 
@@ -77,6 +85,9 @@ def clamp(self: Tensor, min: float | None = None, max: float | None = None) -> T
     x = self
     if isinstance(lo, float) or isinstance(hi, float):
         x = x if x.dtype.is_float else cast(x, float32)
+    dt = x.dtype  # int bounds must fit an int tensor; float bounds beyond a float's range: inf
+    lo = None if lo is None else checks.fit("clamp", lo, dt)
+    hi = None if hi is None else checks.fit("clamp", hi, dt)
     return apply(OPS["clamp"], (x,), {"min": lo, "max": hi})
 
 
@@ -112,6 +123,7 @@ def mask_fill(self: Tensor, mask: Tensor, value: float) -> Tensor:
     checks.broadcast_shapes("mask_fill", self.shape, mask.shape)
     v = as_scalar("mask_fill", value)
     x = self if not (isinstance(v, float) and not self.dtype.is_float) else cast(self, float32)
+    v = checks.fit("mask_fill", v, x.dtype)
     return apply(OPS["mask_fill"], (x, mask), {"value": v})
 
 

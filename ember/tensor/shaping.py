@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
@@ -18,12 +18,8 @@ if TYPE_CHECKING:
 _FLIP, _REPEAT, _TRIL, _TRIU = OPS["flip"], OPS["repeat_dim"], OPS["tril"], OPS["triu"]
 
 
-def _int_arg(op: str, name: str, v: object, lo: int = 0) -> int:
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise DTypeError(f"{op}: expected an int {name}, got {v!r}.")
-    if v < lo:
-        raise ShapeError(f"{op}: expected {name} >= {lo}, got {v}.")
-    return v
+def _int_arg(op: str, name: str, v: object, lo: int = 0, hi: int | None = None) -> int:
+    return checks.int_arg(op, name, v, lo, hi)
 
 
 def flip(self: Tensor, dims: int | Sequence[int]) -> Tensor:
@@ -33,7 +29,7 @@ def flip(self: Tensor, dims: int | Sequence[int]) -> Tensor:
         >>> em.tensor([[1, 2], [3, 4]]).flip([1]).tolist()
         [[2, 1], [4, 3]]
     """
-    ds = (dims,) if isinstance(dims, int) else tuple(dims)
+    ds: Any = (dims,) if isinstance(dims, int) and not isinstance(dims, bool) else dims
     d = checks.dims("flip", ds, self.ndim)
     if not d:
         return self
@@ -51,6 +47,8 @@ def repeat_dim(self: Tensor, dim: int, times: int) -> Tensor:
     n = _int_arg("repeat_dim", "times", times)
     if n == 1:
         return self
+    shape = self.shape
+    checks.alloc("repeat_dim", (*shape[:d], shape[d] * n, *shape[d + 1 :]), self.dtype)
     return apply(_REPEAT, (self,), {"dim": d, "times": n})
 
 
@@ -60,7 +58,7 @@ def _tri(self: Tensor, op: str, diagonal: int) -> Tensor:
             f"{op}: expected a tensor of rank >= 2 (the last two dims form the matrices), got "
             f"shape {self.shape}. Add a dim with unsqueeze_dim."
         )
-    k = _int_arg(op, "diagonal", diagonal, lo=-(1 << 62))
+    k = _int_arg(op, "diagonal", diagonal, lo=-(1 << 62), hi=1 << 62)
     return apply(_TRIL if op == "tril" else _TRIU, (self,), {"diagonal": k})
 
 
@@ -92,6 +90,7 @@ def one_hot(self: Tensor, num_classes: int) -> Tensor:
             f"one_hot: expected int class indices, got {self.dtype.name}. Convert with .int()."
         )
     n = _int_arg("one_hot", "num_classes", num_classes)
+    checks.alloc("one_hot", (*self.shape, n), self.dtype)
     check_range("one_hot", self, self.ndim, n)
     classes = Tensor.arange(0, n, device=self._dev)
     return (self.unsqueeze_dim(-1) == classes).cast(self.dtype)

@@ -123,7 +123,9 @@ class Tensor:
 
     @staticmethod
     def full_like(t: Tensor, value: float | int | bool) -> Tensor:
-        return t._like(value)
+        from .creation import fill_value
+
+        return t._like(fill_value("full_like", value, t.dtype))
 
     def _like(self, value: float | int | bool) -> Tensor:
         b = self._dev.b
@@ -537,7 +539,10 @@ class Tensor:
     def _compare(self, name: str, other: Any) -> Tensor:
         if isinstance(other, Tensor):
             return binary(OPS[name], self, other)
-        return apply(OPS[name + "_elem"], (self,), {"value": as_scalar(name, other)})
+        v = as_scalar(name, other)
+        if type(v) is int and not -(1 << 31) <= v < 1 << 31:  # may not fit an int32 tensor
+            v = checks.fit(name, v, self.dtype)
+        return apply(OPS[name + "_elem"], (self,), {"value": v})
 
     def equal(self, other: Tensor | float) -> Tensor:
         return self._compare("equal", other)

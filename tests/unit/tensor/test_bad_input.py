@@ -79,7 +79,7 @@ CASES: dict[str, Case] = {
     "cat dim": ((F, F), lambda x, y: T.cat([x, y], 2), em.ShapeError, r"^cat: dim 2"),
     "stack dim": ((F, F), lambda x, y: T.stack([x, y], 3), em.ShapeError, r"^stack: dim 3"),
     "flatten order": ((F,), lambda x: x.flatten(1, 0), em.ShapeError, r"^flatten: start_dim"),
-    "dim type": ((F,), lambda x: x.sum_dim(1.0), em.ShapeError, r"^sum_dim: dim must be an int"),
+    "dim type": ((F,), lambda x: x.sum_dim(1.0), em.DTypeError, r"^sum_dim: dim must be an int"),
     # float-only ops on int tensors, arithmetic on bools
     "exp int": (
         (N,),

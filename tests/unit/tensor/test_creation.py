@@ -183,5 +183,5 @@ def test_bad_distributions(device: em.Device) -> None:
 def test_bad_shapes(device: em.Device) -> None:
     with pytest.raises(em.ShapeError, match="zeros"):
         em.Tensor.zeros((2, -1), device=device)
-    with pytest.raises(em.ShapeError, match="ones"):
+    with pytest.raises(em.DTypeError, match="ones"):  # a wrong type, not a wrong size
         em.Tensor.ones("ab", device=device)
