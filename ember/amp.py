@@ -13,8 +13,10 @@ smaller float32 operand that broadcasts over it (a bias) runs in low precision, 
 float32 as usual. Backward kernels run in the dtype their
 forward used. float16 needs loss scaling (``GradScaler``); bfloat16 does not.
 
-The policy is process-wide (not per thread) and applies to every backend; it pays off on CUDA,
-whose tensor cores run bfloat16 and float16 matrix products many times faster than float32.
+The policy belongs to the thread (and asyncio task) that entered ``autocast``: it is a context
+variable, as in ``torch.autocast``, so another thread's ops keep their own dtypes and a new
+thread starts outside autocast. It applies to every backend and pays off on CUDA, whose tensor
+cores run bfloat16 and float16 matrix products many times faster than float32.
 
 Example:
     >>> import ember as em
@@ -122,7 +124,10 @@ def current_policy() -> Policy | None:
 
 @contextmanager
 def autocast(dtype: DType | Policy = bfloat16, enabled: bool = True) -> Iterator[Policy | None]:
-    """Run the ops in the block under a mixed-precision ``Policy`` (nests; restores on exit).
+    """Run the calling thread's ops in the block under a mixed-precision ``Policy``.
+
+    The policy is the calling thread's (and task's) alone, never other threads'; blocks nest and
+    each restores the policy it found on exit.
 
     Args:
         dtype: ``em.bfloat16`` (default) or ``em.float16``, or a ready ``Policy``.

@@ -9,6 +9,7 @@ Plain operands pay no autodiff cost; untracked autodiff operands record nothing.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import replace
 from numbers import Number
 from operator import attrgetter
@@ -33,21 +34,23 @@ _node_of = attrgetter("_node")
 _shape_of = attrgetter("shape")
 _NO_ATTRS: dict[str, Any] = {}
 # the active mixed-precision policy, set by ``ember.amp.autocast``: (spec, tensors) -> tensors
-# cast to the dtypes the policy computes ``spec`` in. Read by ``_autocast`` (and reported by
-# ``autocast_policy``) only, so where the policy lives is decided in these three functions.
-autocast: Any = None
+# cast to the dtypes the policy computes ``spec`` in. A context variable, so a policy entered in
+# one thread (or asyncio task) never reaches another: new threads start outside autocast. Read by
+# ``_autocast`` (and reported by ``autocast_policy``) only, so where the policy lives is decided
+# in these three functions.
+_policy: ContextVar[Any] = ContextVar("ember_autocast", default=None)
+_policy_get = _policy.get
 
 
 def autocast_policy() -> Any:
-    """The active autocast policy, or ``None``."""
-    return autocast
+    """The active autocast policy of the calling thread or task, or ``None``."""
+    return _policy_get()
 
 
 def set_autocast(policy: Any) -> Any:
-    """Make ``policy`` (or ``None``) the active autocast policy; returns the previous one."""
-    global autocast
-    previous = autocast
-    autocast = policy
+    """Make ``policy`` (or ``None``) the calling context's autocast policy; returns the previous."""
+    previous = _policy_get()
+    _policy.set(policy)
     return previous
 
 
@@ -58,7 +61,7 @@ def _autocast(spec: OpSpec, xs: Any) -> Any:
     (``spec.autocasts``: LOW or FULL; FOLLOW rows only when their float operands differ in dtype).
     Outside autocast it returns ``xs`` unchanged.
     """
-    policy = autocast
+    policy = _policy_get()
     if policy is None:
         return xs
     return policy(spec, xs)

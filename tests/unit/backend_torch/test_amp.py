@@ -78,7 +78,7 @@ def test_autocast_nests_restores_and_can_be_disabled() -> None:
             assert amp.current_policy() is not None
             assert amp.current_policy().dtype is em.float16
         assert amp.current_policy() is outer
-    assert dispatch.autocast is None
+    assert dispatch.autocast_policy() is None
     with pytest.raises(em.DTypeError, match=r"bfloat16 or em\.float16"):
         amp.Policy(em.float32)
 
