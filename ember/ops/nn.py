@@ -1,13 +1,17 @@
 """Fused neural-network rows: softmax, log-softmax, normalisation, losses, attention, embedding.
 
-Each is one row with one saved activation set, not a chain of primitives, so its backward is one
-kernel call. All are compute-bound (their outputs are kept under ``Balanced``) except the
+Each is one row with one saved activation set, not a chain of primitives. The softmax,
+normalisation and attention rows write their backward once here, with backend primitives; a
+backend may replace it with a fused kernel the row names (``fused_backward``: cuDNN / flash
+attention, ATen's norm backwards). The loss rows' backwards are one kernel call. All are
+compute-bound (their outputs are kept under ``Balanced``) except the
 elementwise binary cross-entropy rows, which are memory-bound. Inputs that get no gradient (class
 indices, embedding indices) are plain int arrays; every float input gets its gradient.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, defop
@@ -34,10 +38,12 @@ def _softmax_examples(rng: Any) -> Examples:
     dtypes=F,
     examples=_softmax_examples,
     precision=Precision.FULL,
+    fused_backward="softmax_backward",
 )
 def softmax_backward(ctx: Any, grad: Any) -> Grads:
     # d softmax: y * (g - sum(g * y, dim))
-    return (ctx.b.softmax_backward(grad, ctx.output, ctx.attrs["dim"]),)
+    y = ctx.output
+    return (y * (grad - ctx.b.sum_dim(grad * y, ctx.attrs["dim"])),)
 
 
 @defop(
@@ -48,13 +54,52 @@ def softmax_backward(ctx: Any, grad: Any) -> Grads:
     dtypes=F,
     examples=_softmax_examples,
     precision=Precision.FULL,
+    fused_backward="log_softmax_backward",
 )
 def log_softmax_backward(ctx: Any, grad: Any) -> Grads:
     # d log_softmax: g - exp(y) * sum(g, dim)
-    return (ctx.b.log_softmax_backward(grad, ctx.output, ctx.attrs["dim"]),)
+    b = ctx.b
+    return (grad - b.exp(ctx.output) * b.sum_dim(grad, ctx.attrs["dim"]),)
 
 
 # ---------------------------------------------------------------- normalisation
+def _sum_over(b: Any, a: Any, dims: tuple[int, ...]) -> Any:
+    """The sum of ``a`` over ``dims``, kept (size 1)."""
+    for d in dims:
+        a = b.sum_dim(a, d)
+    return a
+
+
+def _mean_over(b: Any, a: Any, dims: tuple[int, ...], count: int) -> Any:
+    """The mean of ``a`` over ``dims`` (kept), ``count`` elements in all."""
+    return _sum_over(b, a, dims) / count
+
+
+def _normalized(b: Any, x: Any, dims: tuple[int, ...], eps: float, center: bool) -> tuple[Any, Any]:
+    """(xhat, scale): ``xhat = (x - [mean]) * scale`` over ``dims``, scale = 1 / sqrt(ms + eps)
+    with ``ms`` the biased variance (``center``) or the mean square."""
+    n = math.prod(x.shape[d] for d in dims)
+    xc = x - _mean_over(b, x, dims, n) if center else x
+    scale = 1 / b.sqrt(_mean_over(b, xc * xc, dims, n) + eps)
+    return xc * scale, scale
+
+
+def _normalized_grad(
+    b: Any, gxhat: Any, xhat: Any, scale: Any, dims: tuple[int, ...], center: bool
+) -> Any:
+    """The gradient of x from that of ``xhat`` (``_normalized``'s output):
+    scale * (gxhat - [mean(gxhat)] - xhat * mean(gxhat * xhat)), means over ``dims``."""
+    n = math.prod(xhat.shape[d] for d in dims)
+    gx = gxhat - xhat * _mean_over(b, gxhat * xhat, dims, n)
+    if center:
+        gx = gx - _mean_over(b, gxhat, dims, n)
+    return gx * scale
+
+
+def _last_dims(x: Any, count: int) -> tuple[int, ...]:
+    return tuple(range(x.ndim - count, x.ndim))
+
+
 def _layer_norm_examples(rng: Any) -> Examples:
     n = rng.normal
     return [
@@ -71,13 +116,19 @@ def _layer_norm_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_layer_norm_examples,
+    fused_backward="layer_norm_backward",
 )
 def layer_norm_backward(ctx: Any, grad: Any) -> Grads:
     x, w, _ = ctx.inputs
     a = ctx.attrs
-    # statistics are recomputed from x: one reduction pass, no second saved set
-    gx, gw, gb = ctx.b.layer_norm_backward(grad, x, w, a["normalized_ndim"], a["eps"])
-    return (gx if _need(ctx, 0) else None), (gw if _need(ctx, 1) else None), gb
+    b = ctx.b
+    # statistics are recomputed from x: no second saved set. The weight and bias gradients are
+    # left broadcast over the leading dims: the engine sums them back to the weight's shape.
+    dims = _last_dims(x, a["normalized_ndim"])
+    xhat, rstd = _normalized(b, x, dims, a["eps"], center=True)
+    gx = _normalized_grad(b, grad * w, xhat, rstd, dims, center=True) if _need(ctx, 0) else None
+    gw = grad * xhat if _need(ctx, 1) else None
+    return gx, gw, grad
 
 
 def _rms_norm_examples(rng: Any) -> Examples:
@@ -100,8 +151,11 @@ def _rms_norm_examples(rng: Any) -> Examples:
 def rms_norm_backward(ctx: Any, grad: Any) -> Grads:
     x, w = ctx.inputs
     a = ctx.attrs
-    gx, gw = ctx.b.rms_norm_backward(grad, x, w, a["normalized_ndim"], a["eps"])
-    return (gx if _need(ctx, 0) else None), (gw if _need(ctx, 1) else None)
+    b = ctx.b
+    dims = _last_dims(x, a["normalized_ndim"])
+    xhat, scale = _normalized(b, x, dims, a["eps"], center=False)
+    gx = _normalized_grad(b, grad * w, xhat, scale, dims, center=False) if _need(ctx, 0) else None
+    return gx, (grad * xhat if _need(ctx, 1) else None)
 
 
 def _batch_norm_examples(rng: Any) -> Examples:
@@ -120,12 +174,23 @@ def _batch_norm_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_batch_norm_examples,
+    fused_backward="batch_norm_backward",
 )
 def batch_norm_backward(ctx: Any, grad: Any) -> Grads:
     # training form: statistics over every dim but 1 depend on x, so they are differentiated too
     x, w, _ = ctx.inputs
-    gx, gw, gb = ctx.b.batch_norm_backward(grad, x, w, ctx.attrs["eps"])
-    return (gx if _need(ctx, 0) else None), (gw if _need(ctx, 1) else None), gb
+    b = ctx.b
+    dims = (0, *range(2, x.ndim))
+    channel = (1, -1) + (1,) * (x.ndim - 2)
+    xhat, rstd = _normalized(b, x, dims, ctx.attrs["eps"], center=True)
+    gx = gw = gb = None
+    if _need(ctx, 0):
+        gx = _normalized_grad(b, grad * b.reshape(w, channel), xhat, rstd, dims, center=True)
+    if _need(ctx, 1):
+        gw = b.reshape(_sum_over(b, grad * xhat, dims), w.shape)
+    if _need(ctx, 2):
+        gb = b.reshape(_sum_over(b, grad, dims), w.shape)
+    return gx, gw, gb
 
 
 # ---------------------------------------------------------------- losses
@@ -299,16 +364,39 @@ def _attention_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_attention_examples,
+    fused_backward="attention_backward",
 )
 def attention_backward(ctx: Any, grad: Any) -> Grads:
     q, k, v, bias, keep = ctx.inputs
     a = ctx.attrs
-    # the attention weights are recomputed from q, k and the bias instead of being kept
-    gq, gk, gv, gbias, gkeep = ctx.b.attention_backward(
-        grad, q, k, v, bias, keep, a["scale"], a["is_causal"]
-    )
-    grads = (gq, gk, gv, gbias, gkeep)
-    return tuple(g if _need(ctx, i) else None for i, g in enumerate(grads))
+    b = ctx.b
+    # the attention weights are recomputed from q, k and the bias instead of being kept; a 0-d
+    # bias / keep mask is the row's "none" placeholder: its gradient is 0
+    p = b.attention_weights(q, k, bias, a["scale"], a["is_causal"])
+    masked = keep.ndim > 0
+    gv = None
+    gbias = b.zeros_like(bias) if not bias.ndim and _need(ctx, 3) else None
+    gkeep = b.zeros_like(keep) if not masked and _need(ctx, 4) else None
+    if _need(ctx, 2):
+        gv = (p * keep if masked else p).mT @ grad
+    gp = grad @ v.mT
+    if masked:
+        if _need(ctx, 4):
+            gkeep = gp * p
+        gp = gp * keep
+    # softmax backward: ds = p * (gp - sum(gp * p)); a fully masked row has p = 0 and gets 0
+    gs = p * (gp - b.sum_dim(gp * p, p.ndim - 1))
+    if bias.ndim and _need(ctx, 3):
+        gbias = gs
+    gs = gs * a["scale"]
+    gq = gs @ k if _need(ctx, 0) else None
+    gk = gs.mT @ q if _need(ctx, 1) else None
+    # NumPy computes some half-precision products in float32: each gradient takes its input's dtype
+    return tuple(_like(b, g, x) for g, x in zip((gq, gk, gv, gbias, gkeep), ctx.inputs))
+
+
+def _like(b: Any, g: Any, x: Any) -> Any:
+    return g if g is None or g.dtype == x.dtype else b.cast(g, b.dtype_of(x))
 
 
 # ---------------------------------------------------------------- embedding

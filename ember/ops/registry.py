@@ -13,6 +13,7 @@ engine sums broadcast gradients back to each input's shape.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,13 @@ class Domain(enum.Enum):
 
 @dataclass(eq=False)
 class OpSpec:
-    """One primitive. ``arity`` is -1 for list-input ops (cat, stack)."""
+    """One primitive. ``arity`` is -1 for list-input ops (cat, stack).
+
+    ``fused_backward`` names a kernel of ``ember/backend/families/fused.py`` that a backend may
+    supply in place of the row's rule (cuDNN attention, ATen's layer-norm backward). ``rule`` is
+    the row's own backward, backend-agnostic; ``backward``, what the engine calls, is that rule,
+    or for such a row the backend's kernel where its class supplies one and takes the inputs.
+    """
 
     name: str
     arity: int
@@ -90,6 +97,8 @@ class OpSpec:
     examples: Callable[[Any], Sequence[Example]] | None = None
     smooth: bool = True  # False where finite differences don't apply (kinks are avoided by domain)
     precision: Precision = Precision.KEEP  # what amp does with the float operands
+    fused_backward: str | None = None  # a backend kernel that may replace the rule (see below)
+    rule: Rule | None = field(init=False)  # the row's own rule, written once for every backend
     saves_inputs: bool = field(init=False)
     saves_output: bool = field(init=False)
     saves_residuals: bool = field(init=False)  # the forward returns (out, saved)
@@ -103,6 +112,9 @@ class OpSpec:
         self.saves_residuals = bool(self.saves & Saves.RESIDUALS)
         self.memory_bound = self.cost is Cost.MEMORY_BOUND
         self.autocasts = self.precision is Precision.LOW or self.precision is Precision.FULL
+        self.rule = self.backward
+        if self.fused_backward is not None and self.backward is not None:
+            self.backward = _fused_first(self.backward, self.fused_backward, self.saves)
 
     @property
     def differentiable(self) -> bool:
@@ -113,6 +125,34 @@ class OpSpec:
 
 
 OPS: dict[str, OpSpec] = {}
+
+
+def _fused_first(rule: Rule, kernel: str, saves: Saves) -> Rule:
+    """``rule`` behind the fused backward ``kernel`` of the backends whose class supplies it.
+
+    The kernel gets ``(grad, *inputs, output, **attrs)`` (what the row saves); its gradients for
+    inputs that get none are dropped. ``NotImplemented`` from it means "not these inputs": the
+    rule runs.
+    """
+    inputs, output = bool(saves & Saves.INPUTS), bool(saves & Saves.OUTPUT)
+
+    @functools.wraps(rule)
+    def backward(ctx: Any, grad: Array) -> Grads:
+        fused = ctx.b.fused_backwards.get(kernel)
+        if fused is not None:
+            if inputs:
+                saved = (*ctx.inputs, ctx.output) if output else ctx.inputs
+            else:
+                saved = (ctx.output,)
+            grads = fused(grad, *saved, **ctx.attrs)
+            if grads is not NotImplemented:
+                if type(grads) is not tuple:
+                    return (grads,)
+                parents = ctx.parents
+                return tuple(g if parents[i] is not None else None for i, g in enumerate(grads))
+        return rule(ctx, grad)
+
+    return backward
 
 
 def _need(ctx: Any, i: int) -> bool:
@@ -132,13 +172,25 @@ def defop(
     examples: Callable[[Any], Sequence[Example]] | None = None,
     smooth: bool = True,
     precision: Precision = Precision.KEEP,
+    fused_backward: str | None = None,
 ) -> Callable[[Rule], Rule]:
     """Decorate a backward rule to register the op ``name``."""
 
     def wrap(rule: Rule) -> Rule:
         register(
             OpSpec(
-                name, arity, rule, cost, saves, forward, domain, dtypes, examples, smooth, precision
+                name,
+                arity,
+                rule,
+                cost,
+                saves,
+                forward,
+                domain,
+                dtypes,
+                examples,
+                smooth,
+                precision,
+                fused_backward,
             )
         )
         return rule

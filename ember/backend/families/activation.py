@@ -1,4 +1,8 @@
-"""Activations and softmax: each forward with the ``*_backward`` its row's rule calls."""
+"""Activations and softmax: each forward with the ``*_backward`` its row's rule calls.
+
+Softmax and log-softmax have no backward here: their rows' rules are written once in
+``ember/ops/nn.py``; a backend may supply fused ones (``families/fused.py``).
+"""
 
 from __future__ import annotations
 
@@ -47,13 +51,5 @@ class ActivationOps(abc.ABC):
         """exp(x) / sum(exp(x)) along ``dim``, stable."""
 
     @abc.abstractmethod
-    def softmax_backward(self, grad: Raw, out: Raw, dim: int) -> Raw:
-        """The gradient of ``softmax`` from its output."""
-
-    @abc.abstractmethod
     def log_softmax(self, x: Raw, dim: int) -> Raw:
         """x - logsumexp(x) along ``dim``."""
-
-    @abc.abstractmethod
-    def log_softmax_backward(self, grad: Raw, out: Raw, dim: int) -> Raw:
-        """The gradient of ``log_softmax`` from its output."""

@@ -2,6 +2,8 @@
 
 Each forward has a ``*_backward`` partner that returns what the row's rule needs; shapes and ranges
 were checked by ``ember.nn``. Every pair has a direct PyTorch equivalent (F.conv2d and its grads).
+Normalisation and attention have none: their rows' rules are written once in ``ember/ops/nn.py``
+(attention's reads ``attention_weights``); a backend may supply fused ones (``families/fused.py``).
 """
 
 from __future__ import annotations
@@ -68,30 +70,12 @@ class NnOps(abc.ABC):
         """Normalised over the last ``normalized_ndim`` dims, then ``* weight + bias``."""
 
     @abc.abstractmethod
-    def layer_norm_backward(
-        self, grad: Raw, x: Raw, weight: Raw, normalized_ndim: int, eps: float
-    ) -> tuple[Raw, Raw, Raw]:
-        """(grad x, grad weight, grad bias)."""
-
-    @abc.abstractmethod
     def rms_norm(self, x: Raw, weight: Raw, normalized_ndim: int, eps: float) -> Raw:
         """``x / rms(x) * weight`` over the last ``normalized_ndim`` dims."""
 
     @abc.abstractmethod
-    def rms_norm_backward(
-        self, grad: Raw, x: Raw, weight: Raw, normalized_ndim: int, eps: float
-    ) -> tuple[Raw, Raw]:
-        """(grad x, grad weight)."""
-
-    @abc.abstractmethod
     def batch_norm(self, x: Raw, weight: Raw, bias: Raw, eps: float) -> Raw:
         """Normalised with batch statistics over every dim but 1, then ``* weight + bias``."""
-
-    @abc.abstractmethod
-    def batch_norm_backward(
-        self, grad: Raw, x: Raw, weight: Raw, eps: float
-    ) -> tuple[Raw, Raw, Raw]:
-        """(grad x, grad weight, grad bias)."""
 
     @abc.abstractmethod
     def attention(
@@ -100,10 +84,9 @@ class NnOps(abc.ABC):
         """softmax(q k^T scale + bias) v, maybe causal; a 0-d ``bias`` / ``keep`` means none."""
 
     @abc.abstractmethod
-    def attention_backward(
-        self, grad: Raw, q: Raw, k: Raw, v: Raw, bias: Raw, keep: Raw, scale: float, is_causal: bool
-    ) -> tuple[Raw, ...]:
-        """(grad q, grad k, grad v, grad bias, grad keep)."""
+    def attention_weights(self, q: Raw, k: Raw, bias: Raw, scale: float, is_causal: bool) -> Raw:
+        """softmax(q k^T scale + bias [+ causal mask]) (..., L, S), as ``attention`` uses them;
+        a row whose keys are all masked gives 0, not NaN (the row's generic backward reads it)."""
 
     @abc.abstractmethod
     def conv2d(

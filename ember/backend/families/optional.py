@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from .elementwise import ElementwiseOps
+from .fused import FusedBackwards
 from .index import IndexOps
 from .layout import LayoutOps
 from .reduce import ReduceOps
@@ -18,8 +19,9 @@ from .storage import StorageOps
 from .types import Raw
 
 
-class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps):
-    """Defaults written with the abstract kernels of the other families."""
+class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps, FusedBackwards):
+    """Defaults written with the abstract kernels of the other families; the fused backward
+    kernels of ``FusedBackwards`` default to "none" (the row's generic rule runs)."""
 
     def split_views(self, x: Raw, sizes: Sequence[int], dim: int) -> list[Raw]:
         """Consecutive views of ``sizes`` along ``dim``: one ``index`` per piece by default."""

@@ -1,4 +1,8 @@
-"""NumPy kernels of scaled dot-product attention, forward and backward."""
+"""NumPy kernels of scaled dot-product attention: the forward and the weights it uses.
+
+The backward is the attention row's generic rule (``ember/ops/nn.py``), which reads
+``attention_weights``; a fused NumPy backward measured no faster than it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import numpy as np
 from .softmax import softmax
 
 
-def _scores(
+def attention_weights(
     q: np.ndarray, k: np.ndarray, bias: np.ndarray, scale: float, is_causal: bool
 ) -> np.ndarray:
     """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S).
@@ -15,6 +19,13 @@ def _scores(
     A row whose scores are all -inf (every key masked out) gives weights 0, not NaN, as
     PyTorch's attention does: such a query attends to nothing, and no gradient flows through it.
     """
+    with np.errstate(invalid="ignore"):  # a fully masked row's softmax is NaN until zeroed
+        return _weights(q, k, bias, scale, is_causal)
+
+
+def _weights(
+    q: np.ndarray, k: np.ndarray, bias: np.ndarray, scale: float, is_causal: bool
+) -> np.ndarray:
     s = q @ np.swapaxes(k, -1, -2)
     s *= s.dtype.type(scale)
     if bias.ndim:
@@ -39,38 +50,7 @@ def attention(
     scale: float,
     is_causal: bool,
 ) -> np.ndarray:
-    with np.errstate(
-        invalid="ignore"
-    ):  # a fully masked row's softmax is NaN before _scores zeroes it
-        p = _scores(q, k, bias, scale, is_causal)
+    p = attention_weights(q, k, bias, scale, is_causal)
     if keep.ndim:
         p = p * keep
     return np.asarray(p @ v).astype(q.dtype, copy=False)
-
-
-def attention_backward(
-    grad: np.ndarray,
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    bias: np.ndarray,
-    keep: np.ndarray,
-    scale: float,
-    is_causal: bool,
-) -> tuple[np.ndarray, ...]:
-    """Gradients for q, k, v, the additive bias (..., L, S) and the keep mask (..., L, S)."""
-    with np.errstate(invalid="ignore"):
-        p = _scores(q, k, bias, scale, is_causal)
-    pk = p * keep if keep.ndim else p
-    gv = np.swapaxes(pk, -1, -2) @ grad
-    gpk = grad @ np.swapaxes(v, -1, -2)
-    gkeep = gpk * p if keep.ndim else np.zeros_like(keep)
-    gp = gpk * keep if keep.ndim else gpk
-    # softmax backward: ds = p * (gp - sum(gp * p))
-    gs = p * (gp - (gp * p).sum(axis=-1, keepdims=True))
-    gbias = gs if bias.ndim else np.zeros_like(bias)
-    gs = gs * gs.dtype.type(scale)
-    gq = gs @ k
-    gk = np.swapaxes(gs, -1, -2) @ q
-    grads = (gq, gk, gv, gbias, gkeep)
-    return tuple(g.astype(q.dtype, copy=False) for g in grads)

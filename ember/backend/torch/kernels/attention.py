@@ -1,7 +1,9 @@
 """Torch kernels of scaled dot-product attention: fused (cuDNN / flash / memory-efficient) or math.
 
 On CUDA the fused kernel is the one PyTorch's own dispatcher picks for the same inputs
-(``torch._fused_sdp_choice``), asked once per dtype, shape, layout, causality and device.
+(``torch._fused_sdp_choice``), asked once per dtype, shape, layout, causality and device. The
+fused kernels' backwards are the attention row's ``fused_backward`` override; inputs that take
+the math path decline it (``NotImplemented``), and the row's generic rule differentiates them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 from torch.nn.attention import SDPBackend
 
+from ...families.fused import Declined
 from .stats import Tensor, _recall, _remember, aten
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -87,10 +90,11 @@ def fused_attention_kernel(dtype: torch.dtype, is_cuda: bool) -> str:
 
     On CUDA, flash attention runs float16 and bfloat16 and the memory-efficient kernel float32;
     every other dtype (float64 above all: no fused kernel takes it) takes the exact math path
-    (``_scores``). For the CUDA dtypes named here, the attention kernels then run whichever of
-    cuDNN, flash and memory-efficient attention PyTorch's dispatcher picks for the inputs; this
-    per-dtype answer is the fallback when the dispatcher cannot be asked. On the CPU, ATen's flash
-    kernel ("flash_cpu") takes all four float dtypes.
+    (``attention_weights``; its backward is the row's generic rule). For the CUDA dtypes named
+    here, the attention kernels then run whichever of cuDNN, flash and memory-efficient attention
+    PyTorch's dispatcher picks for the inputs; this per-dtype answer is the fallback when the
+    dispatcher cannot be asked. On the CPU, ATen's flash kernel ("flash_cpu") takes all four float
+    dtypes.
 
     Example:
         >>> fused_attention_kernel(torch.float64, is_cuda=True)
@@ -175,7 +179,7 @@ def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, cau
     )
 
 
-def _scores(q: Tensor, k: Tensor, bias: Tensor, scale: float, is_causal: bool) -> Tensor:
+def attention_weights(q: Tensor, k: Tensor, bias: Tensor, scale: float, is_causal: bool) -> Tensor:
     """softmax(q k^T * scale + bias [+ causal mask]) of shape (..., L, S).
 
     A row whose scores are all -inf (every key masked out) gives weights 0, not NaN, as
@@ -224,7 +228,7 @@ def attention(
         # kept on the caller's q (not a contiguous copy): the backward is handed that object
         _remember(q, "sdpa", (k, v, scale, is_causal), (kind, res))
         return res[0]
-    p = _scores(q, k, bias, scale, is_causal)
+    p = attention_weights(q, k, bias, scale, is_causal)
     if keep.ndim:
         p = p * keep
     return torch.matmul(p, v)
@@ -239,24 +243,13 @@ def attention_backward(
     keep: Tensor,
     scale: float,
     is_causal: bool,
-) -> tuple[Tensor, ...]:
-    """Gradients for q, k, v, the additive bias (..., L, S) and the keep mask (..., L, S)."""
+) -> tuple[Tensor, ...] | Declined:
+    """Gradients for q, k, v and the 0-d bias / keep placeholders from the fused kernel that ran
+    the forward; ``NotImplemented`` where none takes these inputs (the row's rule runs)."""
     kind = _fused_kind(q, k, v, bias, keep, is_causal)
-    if kind:
-        return _fused_backward(kind, grad, q, k, v, bias, keep, scale, is_causal)
-    p = _scores(q, k, bias, scale, is_causal)
-    pk = p * keep if keep.ndim else p
-    gv = torch.matmul(pk.transpose(-1, -2), grad)
-    gpk = torch.matmul(grad, v.transpose(-1, -2))
-    gkeep = gpk * p if keep.ndim else _zero_scalar(keep)
-    gp = gpk * keep if keep.ndim else gpk
-    # softmax backward: ds = p * (gp - sum(gp * p))
-    gs = p * (gp - (gp * p).sum(-1, keepdim=True))
-    gbias = gs if bias.ndim else _zero_scalar(bias)
-    gs = gs * scale
-    gq = torch.matmul(gs, k)
-    gk = torch.matmul(gs.transpose(-1, -2), q)
-    return gq, gk, gv, gbias, gkeep
+    if not kind:
+        return NotImplemented
+    return _fused_backward(kind, grad, q, k, v, bias, keep, scale, is_causal)
 
 
 def _fused_backward(

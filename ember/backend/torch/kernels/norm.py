@@ -1,4 +1,8 @@
-"""Torch kernels of the fused normalisation rows: layer norm, RMS norm and batch norm."""
+"""Torch kernels of the fused normalisation rows: layer norm, RMS norm and batch norm.
+
+Layer and batch norm's backwards are ATen's fused kernels (the rows' ``fused_backward``); RMS
+norm's backward is the row's generic rule.
+"""
 
 from __future__ import annotations
 
@@ -20,17 +24,17 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, normalized_ndim: int, ep
 
 
 def layer_norm_backward(
-    grad: Tensor, x: Tensor, weight: Tensor, normalized_ndim: int, eps: float
+    grad: Tensor, x: Tensor, weight: Tensor, bias: Tensor, normalized_ndim: int, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
+    """ATen's fused backward, from the statistics the forward remembered (else recomputed)."""
     stats = _recall(x, "ln", (normalized_ndim, eps))
     if stats is None:
         _, mean, rstd = _layer_stats(x, normalized_ndim, eps)
     else:
         mean, rstd = stats
     shape = list(x.shape[x.ndim - normalized_ndim :])
-    # the bias argument only gives the bias gradient its shape, which is the weight's
     gx, gw, gb = aten.native_layer_norm_backward(
-        grad, x, shape, mean, rstd, weight, weight, [True, True, True]
+        grad, x, shape, mean, rstd, weight, bias, [True, True, True]
     )
     return gx, gw, gb
 
@@ -44,20 +48,6 @@ def rms_norm(x: Tensor, weight: Tensor, normalized_ndim: int, eps: float) -> Ten
     return x * _rms_scale(x, normalized_ndim, eps) * weight
 
 
-def rms_norm_backward(
-    grad: Tensor, x: Tensor, weight: Tensor, normalized_ndim: int, eps: float
-) -> tuple[Tensor, Tensor]:
-    dims = tuple(range(x.ndim - normalized_ndim, x.ndim))
-    other = tuple(range(x.ndim - normalized_ndim))
-    scale = _rms_scale(x, normalized_ndim, eps)
-    xhat = x * scale
-    gw = (grad * xhat).sum(other) if other else grad * xhat
-    gxhat = grad * weight
-    # d xhat = scale * (gxhat - xhat * mean(gxhat * xhat))
-    gx = (gxhat - xhat * torch.mean(gxhat * xhat, dims, keepdim=True)) * scale
-    return gx, gw
-
-
 def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """Normalise with the batch statistics over every dim but 1."""
     out, mean, invstd = aten.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)
@@ -66,8 +56,9 @@ def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
 
 
 def batch_norm_backward(
-    grad: Tensor, x: Tensor, weight: Tensor, eps: float
+    grad: Tensor, x: Tensor, weight: Tensor, bias: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
+    """ATen's fused backward, from the statistics the forward remembered (else recomputed)."""
     stats = _recall(x, "bn", (eps,))
     if stats is None:
         _, mean, invstd = aten.native_batch_norm(x, weight, None, None, None, True, 0.0, eps)
