@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autodiff.engine import run_backward
+from ..autodiff.backprop import backward_of
 from ..autodiff.gradients import Gradients
 from ..autodiff.node import Node
 from ..autodiff.requirement import Requirement
@@ -74,6 +74,11 @@ class Tensor:
     _dev: Device
     _strategy: _Strategy | None
     _node: Node | None
+    # the internal API's names for the first three (aliases of the slots, set below the class):
+    # what modules above the core read (ember/tensor/internal.py)
+    _raw: Any
+    _hardware: Device
+    _ckpt_strategy: _Strategy | None
 
     def __init__(self, data: Any, *, device: Device | None = None, dtype: Any = None) -> None:
         from .creation import from_data
@@ -370,15 +375,7 @@ class Tensor:
     # ------------------------------------------------------------------ backward and gradients
     def backward(self) -> Gradients:
         """Backpropagate from this tensor (a non-scalar is seeded with ones) -> ``Gradients``."""
-        node = self._node
-        if node is None:
-            what = "a plain tensor" if self._strategy is None else "an untracked autodiff tensor"
-            raise AutodiffError(
-                f"backward: expected a tracked tensor, got {what}; nothing upstream requires a "
-                "gradient. Call .autodiff().require_grad() on the source leaf (or create the "
-                "parameters on an autodiff device) before the forward pass."
-            )
-        return run_backward(node, self._dev.b.ones_like(self._data))
+        return backward_of(self, None)  # ember.autodiff.backward(self), less its checks
 
     def grad(self, grads: Gradients) -> Tensor | None:
         """This require-grad leaf's gradient in ``grads`` (a plain tensor), or ``None``."""
@@ -701,3 +698,9 @@ class Tensor:
     floor = _stats.floor
     ceil = _stats.ceil
     round = _stats.round
+
+
+# read-only by convention; an alias reads the slot itself, as fast as the field it names
+Tensor._raw = Tensor.__dict__["_data"]
+Tensor._hardware = Tensor.__dict__["_dev"]
+Tensor._ckpt_strategy = Tensor.__dict__["_strategy"]
