@@ -2,11 +2,11 @@
 
 Every rank runs the same model on its own shard of the batch. ``DistributedDataParallel.backward``
 runs the backward pass and averages each parameter's gradient across ranks while the pass is
-still running: the engine reports each require-grad leaf the moment its gradient is complete
-(every child has contributed), the gradient goes into its bucket, and a bucket's all-reduce
-starts asynchronously once all its parameters reported (buckets start in one fixed order on every
-rank, as collectives must match). Communication thus overlaps the rest of backward; ``backward``
-returns once every reduction has landed.
+still running: the ``on_leaf`` hook of ``ember.autodiff.backward`` reports each require-grad leaf
+the moment its gradient is complete (every child has contributed), the gradient goes into its
+bucket, and a bucket's all-reduce starts asynchronously once all its parameters reported (buckets
+start in one fixed order on every rank, as collectives must match). Communication thus overlaps
+the rest of backward; ``backward`` returns once every reduction has landed.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from typing import Any
 
 import torch
 
-from ..autodiff.engine import run_backward
-from ..autodiff.requirement import Requirement
-from ..errors import AutodiffError, DeviceError
+from ..autodiff import backward
+from ..errors import AutodiffError, DeviceError, DTypeError
 from ..nn.param import ParamId
-from ..tensor.dispatch import wrap
+from ..tensor.internal import from_raw, leaf_id
 from ..tensor.tensor import Tensor
 from .group import ProcessGroup, _unflatten
 
@@ -73,12 +72,18 @@ class DistributedDataParallel:
 
     def _check(self, loss: Tensor, module: Any) -> list[tuple[ParamId, Tensor]]:
         """The require-grad parameters; ``DeviceError`` for a non-torch loss or parameter."""
-        if loss._dev.backend_name != "torch":
+        if not isinstance(loss, Tensor):
+            raise DTypeError(
+                "DistributedDataParallel.backward: expected an em.Tensor loss, got "
+                f"{type(loss).__name__}."
+            )
+        dev = loss._hardware
+        if dev.backend_name != "torch":
             raise DeviceError(
                 f"DistributedDataParallel.backward: expected the loss on the torch backend, got "
-                f"{loss._dev}. Build the model on group.device().autodiff()."
+                f"{dev}. Build the model on group.device().autodiff()."
             )
-        if loss._node is None:
+        if not loss.is_tracked():
             raise AutodiffError(
                 "DistributedDataParallel.backward: expected a tracked loss, got an untracked "
                 "tensor. Create the parameters on an autodiff device before the forward pass."
@@ -86,27 +91,27 @@ class DistributedDataParallel:
         params: list[tuple[ParamId, Tensor]] = []
         for name, p in module.named_parameters():
             v = p.val()
-            node = v._node
-            if node is None or node.requirement is not Requirement.GRAD:
+            if not v.is_require_grad():
                 continue  # frozen / plain parameters take no part
-            if v._dev.backend_name != "torch" or v._dev != loss._dev:
+            if v._hardware.backend_name != "torch" or v._hardware != dev:
                 raise DeviceError(
                     f"DistributedDataParallel.backward: expected every trainable parameter on "
-                    f"the loss's device {loss._dev}, got {name!r} on {v._dev}. Build the model "
+                    f"the loss's device {dev}, got {name!r} on {v._hardware}. Build the model "
                     "on group.device().autodiff()."
                 )
-            self.group.check_tensor("DistributedDataParallel.backward", v._data)
+            self.group.check_tensor("DistributedDataParallel.backward", v._raw)
             params.append((p.id, v))
         return params
 
     def _buckets(self, params: list[tuple[ParamId, Tensor]]) -> list[_Bucket]:
-        key = tuple((pid, v.shape, v._data.dtype) for pid, v in params)
+        key = tuple((pid, v.shape, v._raw.dtype) for pid, v in params)
         if key != self._key:
             plan: list[tuple[list[ParamId], list[tuple[int, ...]], torch.dtype]] = []
             size = 0
             for pid, v in reversed(params):
-                dt = v._data.dtype
-                nbytes = v._data.numel() * v._data.element_size()
+                raw = v._raw
+                dt = raw.dtype
+                nbytes = raw.numel() * raw.element_size()
                 if not plan or plan[-1][2] != dt or size + nbytes > self.bucket_bytes:
                     plan.append(([], [], dt))
                     size = 0
@@ -137,14 +142,14 @@ class DistributedDataParallel:
 
         params = self._check(loss, module)
         buckets = self._buckets(params)
-        device = loss._data.device
-        where: dict[int, tuple[int, int]] = {}
+        device = loss._raw.device
+        where: dict[int, tuple[int, int]] = {}  # leaf id -> (bucket, slot)
         by_id = {pid: v for pid, v in params}
         for bi, bucket in enumerate(buckets):
             for j, pid in enumerate(bucket.ids):
-                node = by_id[pid]._node
-                assert node is not None  # _check kept only require-grad leaves
-                where[node.id] = (bi, j)
+                lid = leaf_id(by_id[pid])
+                assert lid is not None  # _check kept only require-grad leaves
+                where[lid] = (bi, j)
         next_start = 0
 
         def start(b: _Bucket) -> None:
@@ -170,19 +175,18 @@ class DistributedDataParallel:
                 start(buckets[next_start])
                 next_start += 1
 
-        seed = loss._dev.b.ones_like(loss._data)
         try:
-            run_backward(loss._node, seed, on_leaf)  # type: ignore[arg-type]  # local: dropped
+            backward(loss, on_leaf=on_leaf)  # the local gradients are dropped: on_leaf has them
         finally:  # collectives must match across ranks: start the rest even after an error
             for b in buckets[next_start:]:
                 start(b)
             for b in buckets:
                 b.work.wait()
         out = GradientsParams()
-        dev = loss._dev.without_autodiff()
+        dev = loss._hardware
         for b in buckets:
             assert b.flat is not None
             b.flat /= self.group.world_size
             for pid, g in zip(b.ids, _unflatten(b.flat, b.shapes)):
-                out.register(pid, wrap(Tensor, g, dev))
+                out.register(pid, from_raw(g, dev))
         return out

@@ -156,8 +156,7 @@ class ProcessGroup:
         Returns:
             ``module``, for chaining.
         """
-        from ..tensor.dispatch import wrap
-        from ..tensor.tensor import Tensor
+        from ..tensor.internal import from_raw
 
         state = module.state_dict()
         names = sorted(state)
@@ -167,11 +166,11 @@ class ProcessGroup:
                     f"broadcast_module: expected every value on the torch backend, got {k!r} on "
                     f"{state[k].device}. Build the model on group.device()."
                 )
-            self.check_tensor("broadcast_module", state[k]._data)
-        raw = [state[k]._data.clone().contiguous() for k in names]
+            self.check_tensor("broadcast_module", state[k]._raw)
+        raw = [state[k]._raw.clone().contiguous() for k in names]
         for t in raw:
             dist.broadcast(t, src=src)
-        module.load_state_dict({k: wrap(Tensor, t, state[k].device) for k, t in zip(names, raw)})
+        module.load_state_dict({k: from_raw(t, state[k]._hardware) for k, t in zip(names, raw)})
         return module
 
     def barrier(self) -> None:

@@ -153,6 +153,44 @@ def test_reductions_start_during_backward() -> None:
         np.testing.assert_array_equal(got.get(p.id).to_numpy(), want.get(p.id).to_numpy())  # type: ignore[union-attr]
 
 
+def test_ddp_reduces_through_the_backward_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DDP runs ``em.autodiff.backward`` with an ``on_leaf`` hook (never the engine directly), and
+    the hook hands every trainable parameter's gradient to a bucket while the pass runs."""
+    from ember.distributed import ddp as ddp_module
+    from ember.tensor.internal import leaf_id
+
+    assert ddp_module.backward is em.autodiff.backward
+    assert not hasattr(ddp_module, "run_backward")
+    calls: list[tuple[em.Tensor, list[int]]] = []
+
+    def spy(loss: em.Tensor, *, on_leaf: Any = None) -> em.Gradients:
+        assert callable(on_leaf)
+        ids: list[int] = []
+
+        def hook(i: int, g: Any) -> None:
+            ids.append(i)
+            on_leaf(i, g)
+
+        calls.append((loss, ids))
+        return em.autodiff.backward(loss, on_leaf=hook)
+
+    monkeypatch.setattr(ddp_module, "backward", spy)
+    em.seed(4)
+    dev = em.Device.torch("cpu")
+    model = ddp_worker.Net(dev.autodiff())
+    group = _LocalGroup()
+    x, y = ddp_worker.batch(0, dev)
+    loss = nn.functional.cross_entropy(model(x), y)
+    got = DistributedDataParallel(group, bucket_mb=200 / 2**20).backward(loss, model)
+    assert len(calls) == 1 and calls[0][0] is loss
+    want = {leaf_id(p.val()) for p in model.parameters()}
+    assert sorted(calls[0][1]) == sorted(want) and None not in want
+    assert all(in_backward for _, in_backward in group.starts[:-1])
+    for p in model.parameters():
+        g = got.get(p.id)
+        assert g is not None and g.shape == p.shape and not g.is_autodiff()
+
+
 class _Refusing(ProcessGroup):
     def __init__(self) -> None:
         super().__init__(0, 2, 0, "gloo")
