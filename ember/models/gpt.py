@@ -92,6 +92,11 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token and position embeddings, ``n_layer`` blocks, a final LayerNorm and the LM head.
 
+    The LM head is tied to the token embedding, as the reference recipe does:
+    ``lm_head.weight`` is the ``Param`` ``wte.weight`` (one parameter, counted, updated and saved
+    once under ``wte.weight``). Records of the earlier untied model do not load into it
+    (``RecordError`` naming the two entries).
+
     Shapes:
         idx (B, T) int token ids with T <= block_size -> logits (B, T, vocab_size).
 
@@ -112,6 +117,7 @@ class GPT(nn.Module):
             setattr(self, f"h{i}", Block(cfg, device=device))
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias, device=device)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False, device=device)
+        self.lm_head.weight = self.wte.weight  # tied: one Param in both places
         self._init_weights()
 
     def _init_weights(self) -> None:

@@ -4,6 +4,12 @@ A module tracks the ``Param``, ``Module`` and buffer attributes assigned to it, 
 order, and names them with dotted paths (``fc1.weight``). Tensors are immutable, so parameters are
 replaced inside their ``Param`` slots; structure-changing calls (``fork``, ``to_device``) return a
 new module and leave the source unchanged.
+
+Shared parameters: one ``Param`` object assigned in two places (tied embeddings,
+``model.lm_head.weight = model.wte.weight``) is one parameter everywhere. ``parameters()`` and
+``named_parameters()`` yield it once, under its first name (as PyTorch), so ``num_params``,
+optimizers, gradients and records count, update and store it once; ``fork`` and ``to_device``
+keep the two places sharing one ``Param`` in the copy.
 """
 
 from __future__ import annotations
@@ -139,21 +145,40 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Param]]:
-        """``(dotted name, Param)`` pairs in assignment order, sub-modules depth first."""
+    def named_parameters(
+        self, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Param]]:
+        """``(dotted name, Param)`` pairs in assignment order, sub-modules depth first.
+
+        A ``Param`` reachable under several names (a tied weight) comes once, under the first;
+        ``remove_duplicate=False`` yields every name (its aliases too), as PyTorch's flag.
+        """
+        seen: set[int] | None = set() if remove_duplicate else None
+        return self._named_parameters(prefix, seen)
+
+    def _named_parameters(self, prefix: str, seen: set[int] | None) -> Iterator[tuple[str, Param]]:
         d = self.__dict__
         for name in d["_param_names"]:
-            yield (f"{prefix}.{name}" if prefix else name), d[name]
+            p = d[name]
+            if seen is not None:
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+            yield (f"{prefix}.{name}" if prefix else name), p
         for name in d["_module_names"]:
-            yield from d[name].named_parameters(f"{prefix}.{name}" if prefix else name)
+            yield from d[name]._named_parameters(f"{prefix}.{name}" if prefix else name, seen)
 
     def parameters(self) -> Iterator[Param]:
-        """Every ``Param``, in ``named_parameters`` order (walked without building names)."""
+        """Every ``Param`` once, in ``named_parameters`` order (walked without building names)."""
+        seen: set[int] = set()
         stack: list[Module] = [self]
         while stack:
             d = stack.pop().__dict__
             for name in d["_param_names"]:
-                yield d[name]
+                p = d[name]
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield p
             stack.extend(d[m] for m in reversed(d["_module_names"]))
 
     def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
@@ -165,7 +190,7 @@ class Module:
             yield from d[name].named_buffers(f"{prefix}.{name}" if prefix else name)
 
     def num_params(self) -> int:
-        """Number of scalar values in all parameters (buffers excluded)."""
+        """Number of scalar values in all parameters (buffers excluded; a shared one once)."""
         return sum(p.numel() for p in self.parameters())
 
     def devices(self) -> list[Device]:
@@ -236,15 +261,32 @@ class Module:
         return self.set_require_grad(True)
 
     # ------------------------------------------------------------------ copies and moves
-    def _clone(self, fp: Callable[[Param], Param], fb: Callable[[Tensor], Tensor]) -> Module:
+    def _clone(
+        self,
+        fp: Callable[[Param], Param],
+        fb: Callable[[Tensor], Tensor],
+        memo: dict[int, Any] | None = None,
+    ) -> Module:
+        """A copy with ``fp`` applied to each parameter and ``fb`` to each buffer; a ``Param`` or
+        ``Module`` reachable from two places is copied once (``memo``: id of old -> copy), so
+        the copy shares what the source shares."""
+        if memo is None:
+            memo = {}
         new = object.__new__(type(self))
+        memo[id(self)] = new
         d = dict(self.__dict__)
         for key in ("_param_names", "_module_names", "_buffer_names"):
             d[key] = list(d[key])
         for name in d["_param_names"]:
-            d[name] = fp(d[name])
+            p = d[name]
+            q = memo.get(id(p))
+            if q is None:
+                q = memo[id(p)] = fp(p)
+            d[name] = q
         for name in d["_module_names"]:
-            d[name] = d[name]._clone(fp, fb)
+            m = d[name]
+            c = memo.get(id(m))
+            d[name] = c if c is not None else m._clone(fp, fb, memo)
         for name in d["_buffer_names"]:
             if d[name] is not None:
                 d[name] = fb(d[name])
@@ -284,7 +326,8 @@ class Module:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Tensor]:
-        """Dotted name -> plain tensor, for every parameter and buffer."""
+        """Dotted name -> plain tensor, for every parameter and buffer (a shared parameter once,
+        under its first name; ``load_state_dict`` fills every place that shares it)."""
         out = {name: p.val().without_autodiff() for name, p in self.named_parameters()}
         out.update(self.named_buffers())
         return out
@@ -299,6 +342,9 @@ class Module:
         """Replace parameter and buffer values (in place); returns this module.
 
         Each value moves to its parameter's device and takes the parameter's autodiff context.
+        A shared (tied) parameter is loaded once and so fills every place that shares it; a
+        record that also holds it under a later name (PyTorch's ``state_dict`` does) loads when
+        both entries are equal, and raises ``RecordError`` when they differ (an untied record).
 
         Args:
             state: Dotted name -> tensor or NumPy array.
@@ -313,6 +359,9 @@ class Module:
         from ..record.errors import RecordError
 
         params = dict(self.named_parameters())
+        tied = self._tied_names()
+        if tied and any(n in state for n in tied):
+            state = _fold_tied(state, tied)
         buffers = dict(self.named_buffers())
         expected = {n: (p.shape, p.dtype) for n, p in params.items()}
         expected.update({n: (b.shape, b.dtype) for n, b in buffers.items()})
@@ -358,6 +407,16 @@ class Module:
                 object.__setattr__(owner, attr, t.without_autodiff().to_device(old.device))
         return self
 
+    def _tied_names(self) -> dict[str, str]:
+        """Each later name of a shared ``Param`` -> its first name (empty when none is shared)."""
+        first: dict[int, str] = {}
+        out: dict[str, str] = {}
+        for name, p in self.named_parameters(remove_duplicate=False):
+            f = first.setdefault(id(p), name)
+            if f != name:
+                out[name] = f
+        return out
+
     def _owner(self, dotted: str) -> tuple[Module, str]:
         *path, attr = dotted.split(".")
         m: Module = self
@@ -389,6 +448,35 @@ class Module:
             return f"{type(self).__name__}({extra})"
         head = f"{type(self).__name__}({extra}" if extra else f"{type(self).__name__}("
         return head + "\n  " + "\n  ".join(children) + "\n)"
+
+
+def _fold_tied(
+    state: Mapping[str, Tensor | np.ndarray], tied: Mapping[str, str]
+) -> dict[str, Tensor | np.ndarray]:
+    """``state`` with each tied alias entry folded into its first name's entry; ``RecordError``
+    when the two entries hold different values (the record comes from an untied model)."""
+    from ..record.errors import RecordError
+
+    out = dict(state)
+    differ = []
+    for alias, first in tied.items():
+        if alias not in out:
+            continue
+        v = out.pop(alias)
+        if first not in out:
+            out[first] = v
+            continue
+        a, b = (x.to_numpy() if isinstance(x, Tensor) else np.asarray(x) for x in (v, out[first]))
+        if a.shape != b.shape or not np.array_equal(a, b):
+            differ.append(f"{alias} and {first}")
+    if differ:
+        raise RecordError(
+            f"load_state_dict: the record holds different tensors for {'; '.join(differ)}, "
+            "which this model ties (one shared Param): it was saved from a model without the "
+            "tie. Load it into the untied model it came from, or drop the later name's entry "
+            "to keep the first one."
+        )
+    return out
 
 
 def _check_device(op: str, device: Any) -> None:

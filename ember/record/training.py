@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..nn.module import _fold_tied
 from ..tensor.tensor import Tensor
 from .checksum import CHECKED_VERSION
 from .errors import RecordError
@@ -78,11 +79,14 @@ def load_training(
             f"load_training: {os.fspath(path)!r} is not a training record (format "
             f"{meta.get('format')!r}). Module files load with module.load(path)."
         )
-    model: dict[str, np.ndarray] = {}
+    model: dict[str, Tensor | np.ndarray] = {}
     optim: dict[str, np.ndarray] = {}
     for key, a in arrays.items():
         kind, _, name = key.partition("/")
         (model if kind == "model" else optim)[name] = a
+    tied = module._tied_names()
+    if tied and any(n in model for n in tied):
+        model = _fold_tied(model, tied)  # RecordError for a record of the untied model
     step = _step(meta)
     ids = _parse_ids(op, meta)
     sched_state = _scheduler_state(meta, scheduler)
