@@ -113,6 +113,14 @@ def _has_big_int(data: Any) -> bool:
     return False
 
 
+# NumPy int dtypes whose every value an ember int dtype holds (np.iinfo costs microseconds)
+_SMALL_INTS = [np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16)]
+_FITS = {
+    "int32": frozenset(_SMALL_INTS),
+    "int64": frozenset([*_SMALL_INTS, np.dtype(np.uint32), np.dtype(np.int64)]),
+}
+
+
 def _check_values(a: np.ndarray, dt: DType) -> None:
     """Refuse source values that ``dt`` cannot hold (a cast would wrap or saturate them)."""
     k = a.dtype.kind
@@ -130,7 +138,7 @@ def _check_values(a: np.ndarray, dt: DType) -> None:
                 "has no NaN. Replace them first (np.nan_to_num) or keep a float dtype."
             )
         bad = a.min() < lo or a.max() >= hi + 1
-    elif np.iinfo(a.dtype).min >= lo and np.iinfo(a.dtype).max <= hi:
+    elif a.dtype in _FITS[dt.name]:
         return  # every value of the source dtype fits: no scan
     else:
         bad = int(a.min()) < lo or int(a.max()) > hi

@@ -31,6 +31,7 @@ from . import shaping as _shaping
 from . import sorting as _sorting
 from . import stats as _stats
 from .advanced import index_with_tensors
+from .creation import fill_value as _fill_value
 from .device import Device
 from .dispatch import apply, apply2, as_scalar, binary, cast, record, scalar, wrap
 from .indexing import normalize_key
@@ -128,9 +129,7 @@ class Tensor:
 
     @staticmethod
     def full_like(t: Tensor, value: float | int | bool) -> Tensor:
-        from .creation import fill_value
-
-        return t._like(fill_value("full_like", value, t.dtype))
+        return t._like(_fill_value("full_like", value, t.dtype))
 
     def _like(self, value: float | int | bool) -> Tensor:
         b = self._dev.b
