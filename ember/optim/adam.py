@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..tensor.dispatch import wrap
+from ..tensor.internal import from_raw
 from ..tensor.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
@@ -74,12 +74,12 @@ class Adam(Optimizer):
         if len(steps) != 1 or not (fresh or kept):
             return None
         t = steps.pop() + 1
-        ms = None if fresh else [st["exp_avg"]._data for st in states]  # type: ignore[union-attr]
-        vs = None if fresh else [st["exp_avg_sq"]._data for st in states]  # type: ignore[union-attr]
-        dev = params[0]._dev
+        ms = None if fresh else [st["exp_avg"]._raw for st in states]  # type: ignore[union-attr]
+        vs = None if fresh else [st["exp_avg_sq"]._raw for st in states]  # type: ignore[union-attr]
+        dev = params[0]._hardware
         new, m, v = dev.b.adam_many(
-            [x._data for x in params],
-            [g._data for g in grads],
+            [x._raw for x in params],
+            [g._raw for g in grads],
             ms,
             vs,
             t,
@@ -95,10 +95,10 @@ class Adam(Optimizer):
         for p_new, m_new, v_new in zip(new, m, v):
             state: State = {
                 "step": t,
-                "exp_avg": wrap(Tensor, m_new, dev),
-                "exp_avg_sq": wrap(Tensor, v_new, dev),
+                "exp_avg": from_raw(m_new, dev),
+                "exp_avg_sq": from_raw(v_new, dev),
             }
-            out.append((wrap(Tensor, p_new, dev), state))
+            out.append((from_raw(p_new, dev), state))
         return out
 
 

@@ -93,14 +93,14 @@ class Optimizer:
             if g is None:
                 continue
             x = p._value.without_autodiff()
-            if g._dev is not x._dev:
-                g = g.to_device(x._dev)
+            if g._hardware is not x._hardware:
+                g = g.to_device(x._hardware)
             state = states.get(p.id)
             if state is None:
                 state = {}
             elif _off_device(state, x):
                 state = _move(state, x)
-            groups.setdefault(x._dev, []).append((p, x, g, state))
+            groups.setdefault(x._hardware, []).append((p, x, g, state))
         shared = self._shared
         for group in groups.values():
             owned = not any(i[0].id in shared for i in group)
@@ -204,9 +204,9 @@ class Optimizer:
 def _off_device(state: State, x: Tensor) -> bool:
     for v in state.values():
         if isinstance(v, Tensor):
-            return v._dev is not x._dev
+            return v._hardware is not x._hardware
     return False
 
 
 def _move(state: State, x: Tensor) -> State:
-    return {k: v.to_device(x._dev) if isinstance(v, Tensor) else v for k, v in state.items()}
+    return {k: v.to_device(x._hardware) if isinstance(v, Tensor) else v for k, v in state.items()}

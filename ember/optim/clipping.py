@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..tensor.dispatch import wrap
+from ..tensor.internal import from_raw
 from ..tensor.tensor import Tensor
 from .grads import GradientsParams
 
@@ -45,27 +45,30 @@ def _clip_grad_norm_on_device(
     items = list(grads.items())
     if not items:
         return None
-    dev = items[0][1]._dev
-    if all(g._dev is dev for _, g in items):
-        new, norm = dev.b.clip_norm_many([g._data for _, g in items], float(max_norm), float(eps))
+    dev = items[0][1]._hardware
+    if all(g._hardware is dev for _, g in items):
+        new, norm = dev.b.clip_norm_many([g._raw for _, g in items], float(max_norm), float(eps))
         for (pid, _), g in zip(items, new):
-            grads._grads[pid] = wrap(Tensor, g, dev)
-        return wrap(Tensor, norm, dev)
+            grads._grads[pid] = from_raw(g, dev)
+        return from_raw(norm, dev)
     sq = None
     for _, g in items:
         s = (g * g).sum()
         # add on the first gradient's device so that only one value crosses devices
-        sq = s if sq is None else sq + (s if s._dev is sq._dev else s.to_device(sq._dev))
+        if sq is None:
+            sq = s
+        else:
+            sq = sq + (s if s._hardware is sq._hardware else s.to_device(sq._hardware))
     assert sq is not None
     total = sq.sqrt()
     # min(1, max_norm / (norm + eps)) as tensor ops: a factor of 1 leaves a gradient unchanged
     factor = (max_norm / (total + eps)).clamp(None, 1.0)
     cast: dict[tuple[object, object], Tensor] = {}
     for pid, g in items:
-        key = (g._dev, g.dtype)
+        key = (g._hardware, g.dtype)
         f = cast.get(key)
         if f is None:
-            f = factor if factor._dev is g._dev else factor.to_device(g._dev)
+            f = factor if factor._hardware is g._hardware else factor.to_device(g._hardware)
             f = f if f.dtype is g.dtype else f.cast(g.dtype)
             cast[key] = f
         grads._grads[pid] = g * f

@@ -113,7 +113,7 @@ class GradientsAccumulator:
             if acc is None:
                 store[p.id] = g
             else:
-                store[p.id] = acc + (g if g._dev is acc._dev else g.to_device(acc.device))
+                store[p.id] = acc + (g if g._hardware is acc._hardware else g.to_device(acc.device))
 
     def grads(self) -> GradientsParams:
         """The sum so far; the accumulator starts again from empty."""
