@@ -213,9 +213,9 @@ class Module:
             object.__setattr__(m, "training", m._training_cfg)
         for p in self.parameters():
             strategy = (
-                p.val().gradient_checkpointing_strategy() or p._strategy or _Strategy.Disabled
+                p.val().gradient_checkpointing_strategy() or p._train_strategy or _Strategy.Disabled
             )
-            p._strategy = strategy
+            p._train_strategy = strategy
             p._value = _relift(p._value, strategy, p._trainable)
         return self
 
@@ -229,7 +229,7 @@ class Module:
         for p in self.parameters():
             s = p._value.gradient_checkpointing_strategy()
             if s is not None:
-                p._strategy = s
+                p._train_strategy = s
                 p._value = p._value.without_autodiff()
         return self
 
@@ -308,7 +308,7 @@ class Module:
             s = dev_strategy or p._value.gradient_checkpointing_strategy()
             q = p._copy(_relift(moved, s, p._trainable))
             if dev_strategy is not None:
-                q._strategy = dev_strategy
+                q._train_strategy = dev_strategy
             return q
 
         return self._clone(fp, lambda b: b.to_device(plain))

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import secrets
 
-from ..autodiff.node import Node
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..dtype import DType
 from ..errors import DTypeError
 from ..tensor.device import Device
-from ..tensor.dispatch import wrap
+from ..tensor.internal import param_leaf
 from ..tensor.tensor import Tensor
 
 _Strategy = GradientCheckpointingStrategy
@@ -61,11 +60,9 @@ def _relift(value: Tensor, strategy: _Strategy | None, trainable: bool) -> Tenso
     ``trainable`` and float."""
     if strategy is None:
         return value.without_autodiff()
-    if value._strategy is None:
+    if value._ckpt_strategy is None:
         # plain -> autodiff leaf in one step (what an optimizer update gives back every step)
-        b = value._dev.b
-        node = Node.leaf(value._data, b) if trainable and b.is_float(value._data) else None
-        return wrap(Tensor, value._data, value._dev, strategy, node)
+        return param_leaf(value, strategy, trainable)
     if value.gradient_checkpointing_strategy() is strategy:
         want = trainable and value.dtype.is_float
         if value.is_require_grad() == want and (want or not value.is_tracked()):
@@ -94,16 +91,16 @@ class Param:
         ((2, 3), True)
     """
 
-    __slots__ = ("_strategy", "_trainable", "_value", "id")
+    __slots__ = ("_train_strategy", "_trainable", "_value", "id")
 
     def __init__(self, value: Tensor, *, id: ParamId | None = None, require_grad: bool = True):
         if not isinstance(value, Tensor):
             raise DTypeError(f"Param: expected an em.Tensor, got {type(value).__name__}.")
         self.id = ParamId() if id is None else id
         self._trainable = bool(require_grad)
-        self._strategy = value.gradient_checkpointing_strategy()
-        if self._strategy is not None:
-            value = _relift(value, self._strategy, self._trainable)
+        self._train_strategy = value.gradient_checkpointing_strategy()
+        if self._train_strategy is not None:
+            value = _relift(value, self._train_strategy, self._trainable)
         self._value = value
 
     def val(self) -> Tensor:
@@ -143,7 +140,7 @@ class Param:
         p = Param.__new__(Param)
         p.id = self.id
         p._trainable = self._trainable
-        p._strategy = self._strategy
+        p._train_strategy = self._train_strategy
         p._value = self._value if value is None else value
         return p
 
