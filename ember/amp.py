@@ -109,7 +109,7 @@ class Policy:
 def _cast_floats(xs: Sequence[Tensor], to: DType, want: Any, keep_scalars: bool = False) -> Any:
     out = [
         dispatch.cast(x, to)
-        if x.dtype.is_float and want(x.dtype) and not (keep_scalars and x._data.ndim == 0)
+        if x.dtype.is_float and want(x.dtype) and not (keep_scalars and x._raw.ndim == 0)
         else x
         for x in xs
     ]
