@@ -38,10 +38,10 @@ def _tensor(op: str, x: Any, what: str = "input") -> Tensor:
 
 def _float(op: str, x: Any, what: str = "input") -> Tensor:
     if type(x) is Tensor:  # the common case, without properties
-        dt = x._data.dtype
+        dt = x._raw.dtype
         if dt in _FLOAT_DTYPES:
             return x
-        if x._dev.b.is_float(x._data):
+        if x._hardware.b.is_float(x._raw):
             _FLOAT_DTYPES.add(dt)
             return x
     t = _tensor(op, x, what)
@@ -62,7 +62,7 @@ def _const(like: Tensor, shape: tuple[int, ...], value: float) -> Tensor:
     """
     if len(shape) > 1 or value != value:
         return Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
-    key = (like._dev._plain, like.dtype, shape, value)
+    key = (like._hardware, like.dtype, shape, value)
     t = _CONSTANTS.get(key)
     if t is None:
         t = Tensor.full(shape, value, device=like.device.without_autodiff(), dtype=like.dtype)
@@ -83,10 +83,10 @@ def _index_range(op: str, indices: Tensor, n: int, ignore_index: int | None) -> 
     On a CUDA device reading the indices back would stall every training step, so the check is
     left to the kernels (a device-side assert) and ``None`` is returned.
     """
-    dev = indices._dev
+    dev = indices._hardware
     if dev.is_cuda:
         return None
-    a = dev.b.to_numpy_view(indices._data)  # only read here: no copy needed
+    a = dev.b.to_numpy_view(indices._raw)  # only read here: no copy needed
     if not a.size:
         return 0
     lo, hi = int(a.min()), int(a.max())
@@ -134,9 +134,9 @@ def _in_dtype(loss: Tensor, x: Tensor) -> Tensor:
 
 def _operands(op: str, x: Tensor, other: Tensor) -> None:
     """Same device and, for two autodiff tensors, one strategy (errors that name ``op``)."""
-    if other._dev is not x._dev:
-        checks.same_device(op, x._dev, other._dev)
-    sx, so = x._strategy, other._strategy
+    if other._hardware is not x._hardware:
+        checks.same_device(op, x._hardware, other._hardware)
+    sx, so = x._ckpt_strategy, other._ckpt_strategy
     if sx is not None and so is not None and sx is not so:
         raise checks.same_strategy(op, sx, so)
 
@@ -209,7 +209,7 @@ def _index_loss(
 ) -> Tensor:
     rows, t, out_shape = _rows(op, x, target, soft=False)
     ignore_index = checks.int_arg(op, "ignore_index", ignore_index, lo=-(1 << 63), hi=(1 << 63) - 1)
-    valid = _index_range(op, t, rows._data.shape[1], ignore_index)
+    valid = _index_range(op, t, rows._raw.shape[1], ignore_index)
     loss = apply(OPS[row], (rows, t), {"ignore_index": int(ignore_index), **attrs})
     if reduction == "none":
         return _in_dtype(loss.reshape(out_shape), x)
