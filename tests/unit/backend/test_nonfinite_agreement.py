@@ -25,9 +25,6 @@ _SKIP = {"to_device"}  # moves between devices: nothing to compare across backen
 # rows whose kernels (not the elementwise methods) still disagree; which side PyTorch takes is
 # noted, docs/NONFINITE.md lists them
 KNOWN = {
-    "conv2d": "NumPy: NaN at outputs an inf input does not reach; PyTorch finite there",
-    "conv_transpose2d": "NumPy: NaN at outputs an inf input does not reach; PyTorch finite there",
-    "adaptive_avg_pool2d": "NumPy: NaN in every cell; PyTorch: inf only in the cells pooling it",
     "layer_norm": "backward of an inf input: NumPy inf, PyTorch NaN",
     "batch_norm": "an inf input: forward NumPy inf (PyTorch NaN); backward torch backend +-inf",
     "cross_entropy": "NaN logits in an ignore_index row: torch backend NaN, PyTorch and NumPy not",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .im2col import Pair, _Geometry
+from .im2col import Pair, _all_finite, _Geometry
 from .pool import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
 
 
@@ -98,10 +98,15 @@ def conv2d_backward(
 
     def weight_grad() -> np.ndarray:
         # dW = g @ cols^T; the columns are rebuilt from x rather than kept from the forward
-        return _matmul_nt(g, geo.im2col(x, groups)).reshape(weight.shape)
+        gw = _matmul_nt(g, geo.im2col(x, groups)).reshape(weight.shape)
+        if not _all_finite(gw) and geo.has_junk:
+            # a non-finite x in a junk column met g's zero there (0 * inf = NaN): again without
+            gw = _matmul_nt(g, geo.im2col(x, groups, zero_junk=True)).reshape(weight.shape)
+        return gw
 
     def input_grad() -> np.ndarray:
-        return geo.col2im(_matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), g))
+        dcols = _matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), g)
+        return geo.col2im(dcols, zero_junk=not _all_finite(weight))
 
     gx = gw = None
     if need_weight and need_input and num_threads() > 1 and g.size * 8 >= _PARALLEL_MIN:
@@ -137,9 +142,8 @@ def conv_transpose2d(
     # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
     # this op is that conv's input gradient
     geo = _Geometry(out_shape, (kh, kw), stride, padding, dilation)
-    y = geo.col2im(
-        _matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), geo.rows(x, groups))
-    )
+    dcols = _matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), geo.rows(x, groups))
+    y = geo.col2im(dcols, zero_junk=not _all_finite(weight))
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -162,5 +166,9 @@ def conv_transpose2d_backward(
         if need_input:
             gx = geo.unrows(_matmul_wide(_weight_rows(weight, groups), cols))
         if need_weight:
-            gw = _matmul_nt(geo.rows(x, groups), cols).reshape(weight.shape)
+            xrows = geo.rows(x, groups)
+            gw = _matmul_nt(xrows, cols).reshape(weight.shape)
+            if not _all_finite(gw) and geo.has_junk:  # as in conv2d_backward
+                gw = _matmul_nt(xrows, geo.im2col(grad, groups, zero_junk=True))
+                gw = gw.reshape(weight.shape)
     return gx, gw, grad.sum(axis=(0, 2, 3))

@@ -27,6 +27,13 @@ def _pad(x: np.ndarray, padding: Pair, value: float = 0.0) -> np.ndarray:
     return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
 
 
+def _all_finite(a: np.ndarray) -> bool:
+    """Whether ``a`` holds no NaN or +-inf, from one sum (no temporary): a sum that overflows
+    answers False too, which only costs the caller its non-finite path."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.add.reduce(a, axis=None)))
+
+
 def _tap(i: int, j: int, stride: Pair, dilation: Pair, out: Pair) -> tuple[slice, slice]:
     """The (rows, cols) slices of the padded input that kernel tap (i, j) reads."""
     r0, c0 = i * dilation[0], j * dilation[1]
@@ -42,9 +49,12 @@ class _Geometry:
     With stride 1 and a kernel narrow next to the image, the columns use the padded input's full
     width (``width = Wp``): output position (ho, wo) is column ho * Wp + wo, so kernel tap (i, j)
     reads one contiguous run of Ho * Wp values per (channel, image) at offset i*dh*Wp + j*dw of
-    the flattened image. The wo >= Wo columns are junk, computed and dropped (zero in
-    gradients). Otherwise the columns are exact (Ho, Wo) positions filled with strided slices
-    (``width = Wo``).
+    the flattened image. The wo >= Wo columns are junk: computed and dropped in outputs, zero in
+    gradients. Where a product sums over them and an operand is non-finite they are zeroed
+    (``zero_junk``), so that an inf never reaches an output it does not feed (0 * inf is NaN);
+    the callers decide from a small operand or result, and finite ones leave them as they are.
+    Otherwise the columns are exact (Ho, Wo)
+    positions filled with strided slices (``width = Wo``).
     """
 
     __slots__ = ("dilation", "flat", "kernel", "out", "padding", "shape", "stride", "width")
@@ -64,6 +74,11 @@ class _Geometry:
         wp = w + 2 * padding[1]
         self.flat = stride == (1, 1) and wp <= 2 * self.out[1]
         self.width = wp if self.flat else self.out[1]
+
+    @property
+    def has_junk(self) -> bool:
+        """Whether the columns hold junk (flat columns wider than the output)."""
+        return self.width > self.out[1]
 
     @property
     def columns(self) -> int:  # columns per image
@@ -98,8 +113,10 @@ class _Geometry:
         view[:, :, ph : ph + h, pw : pw + w] = x.transpose(1, 0, 2, 3)
         return buf
 
-    def im2col(self, x: np.ndarray, groups: int) -> np.ndarray:
-        """Columns (G, Cg*kh*kw, N*columns) of x (N, C, H, W)."""
+    def im2col(self, x: np.ndarray, groups: int, zero_junk: bool = False) -> np.ndarray:
+        """Columns (G, Cg*kh*kw, N*columns) of x (N, C, H, W); with ``zero_junk`` the junk
+        columns hold zeros instead of the values they wrap around to (for a product that sums
+        over the columns)."""
         n, c = self.shape[:2]
         kh, kw = self.kernel
         taps = self.taps()
@@ -107,10 +124,13 @@ class _Geometry:
             src = self.padded_flat(x)
             cols = np.empty((c, kh, kw, n, self.columns), dtype=x.dtype)
             length = self.columns
+            junk = self._junk(cols) if zero_junk and self.has_junk else None
 
             def fill(lo: int, hi: int) -> None:
                 for i, j, off in taps:
                     cols[:, i, j, lo:hi] = src[:, lo:hi, off : off + length]
+                if junk is not None:
+                    junk[:, :, :, lo:hi] = 0
 
         else:
             # channels first, so that each tap fills a (C, N, Ho, Wo) slab
@@ -125,8 +145,16 @@ class _Geometry:
         _parallel_split(n, cols.size, fill)
         return cols.reshape(groups, (c // groups) * kh * kw, n * self.columns)
 
-    def col2im(self, dcols: np.ndarray) -> np.ndarray:
-        """Adjoint of ``im2col``: sum (G, Cg*kh*kw, N*columns) columns into (N, C, H, W)."""
+    def _junk(self, cols: np.ndarray) -> np.ndarray:
+        """The junk columns of flat columns (C, kh, kw, N, Ho*Wp): a (C, kh, kw, N, Ho, Wp - Wo)
+        view."""
+        return cols.reshape(*cols.shape[:4], self.out[0], self.width)[..., self.out[1] :]
+
+    def col2im(self, dcols: np.ndarray, zero_junk: bool = False) -> np.ndarray:
+        """Adjoint of ``im2col``: sum (G, Cg*kh*kw, N*columns) columns into (N, C, H, W).
+
+        With ``zero_junk`` the junk columns of ``dcols`` (a fresh product, C-contiguous) are
+        overwritten with zeros first: they may hold NaN from 0 * inf."""
         n, c, h, w = self.shape
         kh, kw = self.kernel
         ph, pw = self.padding
@@ -137,7 +165,11 @@ class _Geometry:
             acc = self.flat_zeros(dcols.dtype)
             length = self.columns
 
+            junk = self._junk(d) if zero_junk and self.has_junk else None
+
             def add(lo: int, hi: int) -> None:
+                if junk is not None:  # they feed no input
+                    junk[:, :, :, lo:hi] = 0
                 for i, j, off in taps:
                     acc[:, lo:hi, off : off + length] += d[:, i, j, lo:hi]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .im2col import Pair, _conv_out, _pad, _tap
+from .im2col import Pair, _all_finite, _conv_out, _pad, _tap
 from .pool import _parallel_split
 
 
@@ -127,23 +127,64 @@ def avg_pool2d_backward(
 
 
 def _adaptive_matrix(size: int, out: int, dtype: np.dtype) -> np.ndarray:
-    """(out, size) averaging matrix: row i averages [floor(i*size/out), ceil((i+1)*size/out))."""
+    """(out, size) averaging matrix: row i averages bin i of ``_bins``."""
     m = np.zeros((out, size), dtype=dtype)
-    for i in range(out):
-        lo = (i * size) // out
-        hi = -(-((i + 1) * size) // out)
+    for i, (lo, hi) in enumerate(_bins(size, out)):
         m[i, lo:hi] = 1.0 / (hi - lo)
     return m
 
 
+def _bins(size: int, out: int) -> list[Pair]:
+    """The ``out`` adaptive bins of an axis: bin i is [floor(i*size/out), ceil((i+1)*size/out))."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def _bin_means(x: np.ndarray, axis: int, out: int) -> np.ndarray:
+    """Means of ``x`` over the adaptive bins of ``axis`` (2 or 3), which becomes ``out`` long:
+    one slice mean per bin, so a NaN or inf reaches only the bins that hold it."""
+    shape = list(x.shape)
+    shape[axis] = out
+    y = np.empty(shape, dtype=x.dtype)
+    xs, ys = np.moveaxis(x, axis, 0), np.moveaxis(y, axis, 0)  # views, the binned axis first
+    for i, (lo, hi) in enumerate(_bins(x.shape[axis], out)):
+        ys[i] = xs[lo:hi].mean(axis=0)
+    return y
+
+
+def _bin_spread(g: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """Adjoint of ``_bin_means``: each bin's value over its size, summed into an axis ``size``
+    long (where bins overlap the shares add)."""
+    shape = list(g.shape)
+    shape[axis] = size
+    y = np.zeros(shape, dtype=g.dtype)
+    gs, ys = np.moveaxis(g, axis, 0), np.moveaxis(y, axis, 0)
+    for i, (lo, hi) in enumerate(_bins(size, g.shape[axis])):
+        ys[lo:hi] += gs[i] * g.dtype.type(1.0 / (hi - lo))
+    return y
+
+
 def adaptive_avg_pool2d(x: np.ndarray, output_size: Pair) -> np.ndarray:
+    """Mean over each adaptive window (the bins of H and W are independent).
+
+    Two products with averaging matrices; a NaN or inf in x meets those matrices' zeros too
+    (0 * inf = NaN in every cell of its plane), so a non-finite result is computed again one
+    bin at a time, where it reaches only the cells whose window holds it (as PyTorch). Every
+    element of x has a positive weight in some cell, so a finite result means a finite x: the
+    check reads only the output.
+    """
     ah = _adaptive_matrix(x.shape[2], output_size[0], x.dtype)
     aw = _adaptive_matrix(x.shape[3], output_size[1], x.dtype)
-    # (N, C, H, W) -> (N, C, Ho, Wo): the bins of H and W are independent
-    return np.ascontiguousarray((ah @ x @ aw.T).astype(x.dtype, copy=False))
+    y = (ah @ x @ aw.T).astype(x.dtype, copy=False)
+    if not _all_finite(y):
+        y = _bin_means(_bin_means(x, 3, output_size[1]), 2, output_size[0])
+    return np.ascontiguousarray(y)
 
 
 def adaptive_avg_pool2d_backward(grad: np.ndarray, input_shape: tuple[int, ...]) -> np.ndarray:
-    ah = _adaptive_matrix(input_shape[2], grad.shape[2], grad.dtype)
-    aw = _adaptive_matrix(input_shape[3], grad.shape[3], grad.dtype)
+    """Each window's gradient spread evenly over it; a non-finite gradient one bin at a time."""
+    h, w = input_shape[2], input_shape[3]
+    if not _all_finite(grad):
+        return np.ascontiguousarray(_bin_spread(_bin_spread(grad, 2, h), 3, w))
+    ah = _adaptive_matrix(h, grad.shape[2], grad.dtype)
+    aw = _adaptive_matrix(w, grad.shape[3], grad.dtype)
     return np.ascontiguousarray((ah.T @ grad @ aw).astype(grad.dtype, copy=False))
