@@ -274,7 +274,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if type(x) is Tensor and type(weight) is Tensor:
         # the common case (float operands of one dtype and matching sizes), read off the raw
         # arrays; anything else takes the checks below, which raise the errors
-        xd, wd = x._data, weight._data
+        xd, wd = x._raw, weight._raw
         dt = xd.dtype
         if (
             dt in _FLOAT_DTYPES
@@ -286,7 +286,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             if bias is None:
                 return apply(_LINEAR, (x, weight, _none_operand(x)), _NO_ATTRS)
             if type(bias) is Tensor:
-                bd = bias._data
+                bd = bias._raw
                 if bd.dtype == dt and bd.ndim == 1 and bd.shape[0] == wd.shape[0]:
                     return apply(_LINEAR, (x, weight, bias), _NO_ATTRS)
     return _linear_checked(x, weight, bias)
@@ -308,13 +308,13 @@ def _linear_checked(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
             raise ShapeError(
                 f"linear: expected bias of shape ({weight.shape[0]},), got {bias.shape}."
             )
-        if x._data.dtype == weight._data.dtype == bias._data.dtype:
+        if x._raw.dtype == weight._raw.dtype == bias._raw.dtype:
             # one fused row (addmm on torch): a single op to dispatch and record
             return apply(spec, (x, weight, bias), _NO_ATTRS)
         _operands("linear", x, bias)
         _operands("linear", x, weight)
         return apply(spec, unify(spec, (x, weight, bias)), _NO_ATTRS)
-    if x._data.dtype != weight._data.dtype:
+    if x._raw.dtype != weight._raw.dtype:
         _operands("linear", x, weight)
         x, weight = unify(spec, (x, weight))
     # the fused row without a bias: a 0-d operand means none
@@ -334,7 +334,7 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
     dt = indices.dtype
     if dt.is_float or dt.is_bool:
         raise DTypeError(f"embedding: expected int indices, got {dt.name}. Convert with .int().")
-    wd = weight._data
+    wd = weight._raw
     if wd.ndim != 2:
         raise ShapeError(
             f"embedding: expected a 2-D weight (num_embeddings, dim), got shape {weight.shape}."
@@ -658,8 +658,8 @@ def layer_norm(
     if type(x) is Tensor and type(weight) is Tensor and type(bias) is Tensor:
         # the common case (float operands of one dtype, the weight and bias of the normalised
         # shape), read off the raw arrays; anything else takes the checks below
-        xd, wd = x._data, weight._data
-        bd = bias._data
+        xd, wd = x._raw, weight._raw
+        bd = bias._raw
         dt = xd.dtype
         ws = wd.shape
         k = len(ws)
@@ -804,7 +804,7 @@ def scaled_dot_product_attention(
     if type(q) is Tensor and type(k) is Tensor and type(v) is Tensor:
         # the common case (no mask or dropout; float q, k, v of one dtype, device and strategy,
         # with the same batch dims), read off the raw arrays; anything else takes the checks
-        qd, kd, vd = q._data, k._data, v._data
+        qd, kd, vd = q._raw, k._raw, v._raw
         qs, ks, vs = qd.shape, kd.shape, vd.shape
         dt = qd.dtype
         if (
@@ -813,10 +813,10 @@ def scaled_dot_product_attention(
             and dt in _FLOAT_DTYPES
             and kd.dtype == dt
             and vd.dtype == dt
-            and k._dev is q._dev
-            and v._dev is q._dev
-            and k._strategy is q._strategy
-            and v._strategy is q._strategy
+            and k._hardware is q._hardware
+            and v._hardware is q._hardware
+            and k._ckpt_strategy is q._ckpt_strategy
+            and v._ckpt_strategy is q._ckpt_strategy
             and len(qs) == len(ks) == len(vs) >= 2
             and qs[:-2] == ks[:-2] == vs[:-2]
             and qs[-1] == ks[-1]
