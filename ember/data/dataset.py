@@ -142,14 +142,15 @@ class Subset:
         return self.dataset[int(self.indices[_check_index("Subset", index, len(self))])]
 
     def get_batch(self, indices: np.ndarray) -> Item:
-        """Gathers through the parent's ``get_batch`` when it has one."""
+        """Gathers through the parent's ``get_batch`` when it has one, else collates the
+        parent's items; collate errors then name the parent's indices of the bad items."""
         inner = self.indices[np.asarray(indices)]
         get = getattr(self.dataset, "get_batch", None)
         if get is not None:
             return tuple(get(inner))
         from .loader import collate
 
-        return collate([self.dataset[int(i)] for i in inner])
+        return collate([self.dataset[int(i)] for i in inner], indices=inner.tolist())
 
 
 def random_split(dataset: Dataset, lengths: Sequence[int], *, seed: int = 0) -> list[Subset]:

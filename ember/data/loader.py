@@ -168,6 +168,16 @@ class _Resumable:
         self._position = self._start
 
 
+def _default_seed() -> int:
+    """One shuffle seed from the NumPy backend's generator (the one ``em.seed`` seeds)."""
+    from ..backend.numpy.backend import NumpyBackend
+    from ..backend.registry import get_backend
+
+    backend = get_backend("numpy")
+    assert isinstance(backend, NumpyBackend)
+    return int(backend.rng.integers(2**62))
+
+
 class DataLoader(_Resumable):
     """Iterate over a dataset in batches of tensors.
 
@@ -181,7 +191,12 @@ class DataLoader(_Resumable):
         batch_size: Items per batch B.
         shuffle: Visit items in a new random order every epoch.
         drop_last: Skip the last batch when it has fewer than B items.
-        seed: Seed of the shuffling; drawn at random (and kept in ``state_dict``) when None.
+        seed: Seed of the shuffling. When None, one integer is drawn from ember's default
+            generator (the NumPy backend's, which ``em.seed`` seeds) as the loader is created
+            and kept in ``state_dict``: after ``em.seed(n)`` a loader built the same way
+            shuffles the same way, and a restored loader keeps the saved seed. The draw
+            advances that generator, as PyTorch's DataLoader advances torch's; a loader
+            without ``shuffle`` draws nothing (its seed is 0).
         prefetch: Batches prepared ahead on a background thread; 0 prepares them inline.
         device: Where the tensors are created (``em.default_device()`` when None).
         collate_fn: Turns a list of items into a tuple of arrays (default: ``collate``).
@@ -212,7 +227,9 @@ class DataLoader(_Resumable):
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self.seed = int(np.random.default_rng().integers(2**62)) if seed is None else int(seed)
+        if seed is None:
+            seed = _default_seed() if shuffle else 0
+        self.seed = int(seed)
         self.prefetch = prefetch
         self.device = device
         self.collate_fn = collate_fn or collate

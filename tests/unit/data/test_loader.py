@@ -98,6 +98,47 @@ def test_collate_errors_without_a_loader() -> None:
     assert [a.tolist() for a in collate([(1, 2.0), (3, 4.0)])] == [[1, 3], [2.0, 4.0]]
 
 
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_subset_collate_errors_name_the_parent_indices(prefetch: int) -> None:
+    """A Subset of a dataset without get_batch collates the parent's items; an error names the
+    parent's index of the bad item, not its batch position."""
+    items = [(np.zeros(3, np.float32), 1) for _ in range(8)]
+    items[6] = (np.zeros(4, np.float32), 1)
+    sub = Subset(InMemoryDataset(items), [1, 6, 2])
+    with pytest.raises(
+        em.ShapeError,
+        match=r"\(3,\) at dataset index 1, 2; \(4,\) at dataset index 6",
+    ):
+        sub.get_batch(np.array([0, 1, 2]))
+    with pytest.raises(em.ShapeError, match=r"\(4,\) at dataset index 6"):
+        list(DataLoader(sub, batch_size=3, prefetch=prefetch))
+
+
+def test_default_shuffle_seed_follows_em_seed() -> None:
+    """seed=None draws the shuffle seed from ember's default generator, which em.seed seeds."""
+
+    def order(n: int) -> list[list[int]]:
+        em.seed(n)
+        return _labels(DataLoader(_ds(40), batch_size=8, shuffle=True, prefetch=0))
+
+    first = order(3)
+    assert order(3) == first
+    assert first != [list(range(i, i + 8)) for i in range(0, 40, 8)]  # it does shuffle
+    assert order(4) != first
+    em.seed(3)
+    a = DataLoader(_ds(40), batch_size=8, shuffle=True)
+    b = DataLoader(_ds(40), batch_size=8, shuffle=True)  # the next draw: another seed
+    assert a.seed != b.seed
+    # the drawn seed is saved state: a loader restored from it repeats the order
+    c = DataLoader(_ds(40), batch_size=8, shuffle=True, seed=0)
+    c.load_state_dict(a.state_dict())
+    assert _labels(c) == _labels(a) == first
+    # a loader that does not shuffle leaves the generator alone
+    em.seed(3)
+    assert DataLoader(_ds(40), batch_size=8).seed == 0
+    assert _labels(DataLoader(_ds(40), batch_size=8, shuffle=True, prefetch=0)) == first
+
+
 def test_prefetch_thread_forwards_errors() -> None:
     class Broken:
         def __len__(self) -> int:
