@@ -16,6 +16,9 @@ from . import nn as nn
 from . import ops as _ops  # noqa: F401  (registers every op row)
 from . import optim as optim
 from . import train as train
+from ._generator import Generator as Generator
+from ._generator import get_rng_state as get_rng_state
+from ._generator import set_rng_state as set_rng_state
 from .autodiff.gradients import Gradients as Gradients
 from .checkpoint.strategy import GradientCheckpointingStrategy as GradientCheckpointingStrategy
 from .dtype import DType as DType
@@ -47,6 +50,9 @@ __all__ = [
     "tensor",
     "Distribution",
     "seed",
+    "Generator",
+    "get_rng_state",
+    "set_rng_state",
     # dtypes
     "DType",
     "float32",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from ..tensor import checks
 from ..tensor.creation import Distribution
 from ..tensor.dispatch import apply, unify
 from ..tensor.tensor import Tensor
+
+if TYPE_CHECKING:
+    from .._generator import Generator
 from .losses import (
     _FLOAT_DTYPES,
     _const,
@@ -237,12 +240,15 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
     return _softmax_like("log_softmax", x, dim)
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+def dropout(
+    x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None
+) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p).
 
     The mask is a random tensor created before the multiply (``Tensor.random`` with
     ``Distribution.bernoulli(1 - p)``), never drawn inside a forward, so gradient checkpointing
-    recomputes exactly. Returns ``x`` itself when not ``training`` or when ``p`` is 0.
+    recomputes exactly. It comes from ``generator`` (an ``em.Generator``) or, by default, the
+    device's default generator. Returns ``x`` itself when not ``training`` or when ``p`` is 0.
     """
     x = _float("dropout", x)
     if type(p) is not float:
@@ -255,7 +261,13 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     if p == 1.0:
         return x * 0.0
-    keep = Tensor.random(x.shape, Distribution.bernoulli(1.0 - p), device=x.device, dtype=x.dtype)
+    keep = Tensor.random(
+        x.shape,
+        Distribution.bernoulli(1.0 - p),
+        device=x.device,
+        dtype=x.dtype,
+        generator=generator,
+    )
     return x * (keep * (1.0 / (1.0 - p)))
 
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._generator import get_rng_state, set_rng_state
+from ..errors import EmberError
 from ..nn.module import _fold_tied
 from ..tensor.tensor import Tensor
 from .checksum import CHECKED_VERSION
@@ -36,7 +38,9 @@ def save_training(
     """Write a training record atomically (one safetensors file).
 
     Tensors are stored as ``model/<name>`` and ``optim/<param name>/<key>``; the step, the
-    scheduler position and the parameter ids go in the metadata.
+    scheduler position, the parameter ids and the default generators' state
+    (``em.get_rng_state()``, so a resumed run with dropout continues bit for bit) go in the
+    metadata.
 
     Example:
         >>> save_training("run.safetensors", model, optim, sched, step=1200)
@@ -50,6 +54,7 @@ def save_training(
         "step": str(int(step)),
         "param_ids": _dump_ids(module),
         "scheduler": json.dumps(None if scheduler is None else scheduler.state()),
+        "rng": json.dumps(get_rng_state()),
     }
     atomic_write(path, encode(tensors, meta))
 
@@ -61,6 +66,9 @@ def load_training(
     scheduler: LrScheduler | None = None,
 ) -> int:
     """Restore a record written by ``save_training`` in place; returns the saved step.
+
+    The default generators get the record's RNG state back (``em.set_rng_state``), so the
+    random draws after the load (dropout masks) are the ones after the save.
 
     Everything is checked before anything changes — the checksum, the metadata (step, unique
     parameter ids, scheduler state), the module's names, shapes and dtypes, and the optimizer
@@ -90,6 +98,7 @@ def load_training(
     step = _step(meta)
     ids = _parse_ids(op, meta)
     sched_state = _scheduler_state(meta, scheduler)
+    rng = _rng_state(meta)
     opt_state = optimizer._checked_state(optim, module) if optimizer is not None else None
     undo = _Snapshot(module, optimizer, scheduler)
     module.load_state_dict(model, ids=ids)  # checks every name, shape and dtype first
@@ -99,6 +108,14 @@ def load_training(
             optimizer._install_state({params[n].id: s for n, s in opt_state.items()})
         if scheduler is not None:
             scheduler.load_state(sched_state)
+        if rng is not None:
+            try:
+                set_rng_state(rng)
+            except EmberError as e:
+                raise RecordError(
+                    f"load_training: the record's RNG state does not fit ({e}). Write the record "
+                    "again or load a backup."
+                ) from None
     except BaseException:
         undo.restore()
         raise
@@ -113,6 +130,26 @@ def _step(meta: dict[str, str]) -> int:
             f"{text!r}). Write the record again or load a backup."
         )
     return int(text)
+
+
+def _rng_state(meta: dict[str, str]) -> dict[str, Any] | None:
+    """The saved RNG state (``None`` in records written before it was stored)."""
+    text = meta.get("rng")
+    if text is None:
+        return None
+    problem: str | None
+    try:
+        state = json.loads(text)
+    except ValueError as e:
+        state, problem = None, f"not JSON: {e}"
+    else:
+        problem = None if isinstance(state, dict) else f"a JSON {type(state).__name__}"
+    if problem is not None:
+        raise RecordError(
+            f"load_training: the record's rng metadata is damaged ({problem}; expected the "
+            "object em.get_rng_state() returns). Write the record again or load a backup."
+        )
+    return state
 
 
 def _scheduler_state(meta: dict[str, str], scheduler: LrScheduler | None) -> Any:
@@ -162,10 +199,12 @@ class _Snapshot:
         self.optimizer = optimizer
         self.opt = (dict(optimizer._state), set(optimizer._shared)) if optimizer else None
         self.scheduler = scheduler
+        self.rng = get_rng_state()
         # the scheduler's attributes, not its state(): putting them back cannot fail
         self.sched = copy.deepcopy(vars(scheduler)) if scheduler is not None else None
 
     def restore(self) -> None:
+        set_rng_state(self.rng)
         self.module.load_state_dict(self.values, ids=self.ids)
         if self.optimizer is not None and self.opt is not None:
             self.optimizer._state, self.optimizer._shared = self.opt

@@ -269,7 +269,16 @@ def arange(start: int, end: int | None, step: int, *, device: Device | None) -> 
     return wrap(Tensor, raw, plain, dev._strategy)
 
 
-def random(shape: Any, distribution: Distribution, *, device: Device | None, dtype: Any) -> Any:
+def random(
+    shape: Any,
+    distribution: Distribution,
+    *,
+    device: Device | None,
+    dtype: Any,
+    generator: Any = None,
+) -> Any:
+    """Samples of ``distribution`` drawn from ``generator`` (an ``em.Generator``) or, when it is
+    ``None``, from the device's default generator."""
     from .tensor import Tensor
 
     if not isinstance(distribution, Distribution):
@@ -282,6 +291,10 @@ def random(shape: Any, distribution: Distribution, *, device: Device | None, dty
     dt = as_dtype(dtype)
     plain = dev._plain
     b = plain.b
+    if generator is not None:
+        from .._generator import sampler
+
+        b = sampler(b, generator)
     if distribution.kind == "bernoulli":
         raw = allocate("random", b.bernoulli, s, dt, distribution.a)
     else:

@@ -153,12 +153,18 @@ class Tensor:
 
     @staticmethod
     def random(
-        shape: Any, distribution: Any, *, device: Device | None = None, dtype: Any = float32
+        shape: Any,
+        distribution: Any,
+        *,
+        device: Device | None = None,
+        dtype: Any = float32,
+        generator: Any = None,
     ) -> Tensor:
-        """Samples of ``em.Distribution.uniform/normal/bernoulli`` (seeded by ``em.seed``)."""
+        """Samples of ``em.Distribution.uniform/normal/bernoulli``, from ``generator`` (an
+        ``em.Generator``) or the device's default generator (seeded by ``em.seed``)."""
         from .creation import random
 
-        return random(shape, distribution, device=device, dtype=dtype)
+        return random(shape, distribution, device=device, dtype=dtype, generator=generator)
 
     @staticmethod
     def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -12,8 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..backend.base import Backend, RngState
-from ..backend.registry import loaded_backends
+from .._generator import get_rng_state, set_rng_state
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import EmberError
 from ..tensor.tensor import Tensor
@@ -57,24 +56,6 @@ def classification_step(model: Any, batch: Sequence[Tensor]) -> StepResult:
 
 def _numpy(t: Tensor | None) -> np.ndarray | None:
     return None if t is None else t.without_autodiff().to_numpy()
-
-
-def _rng_key(b: Backend) -> str:
-    """A loaded backend's key in a record's RNG states: class and placement ("cpu", "cuda:1")."""
-    return f"{type(b).__name__}:{b.placement}"
-
-
-def _rng_states() -> dict[str, RngState]:
-    """Every loaded backend's generator state, by ``_rng_key``."""
-    return {_rng_key(b): b.rng_state() for b in loaded_backends()}
-
-
-def _set_rng_states(states: dict[str, RngState]) -> None:
-    """Restore the states ``_rng_states`` captured, for the backends loaded now."""
-    for b in loaded_backends():
-        s = states.get(_rng_key(b))
-        if s is not None:
-            b.set_rng_state(s)
 
 
 class Learner:
@@ -544,7 +525,7 @@ class Learner:
             "epoch": self.epoch,
             "steps": self.steps,
             "lr": self.lr,
-            "rng": _rng_states(),
+            "rng": get_rng_state(),
             "train_loader": train.state_dict() if train is not None else None,
             "callbacks": [cb.state_dict() for cb in self.callbacks],
             "history": self.history,
@@ -590,10 +571,10 @@ class Learner:
         sched = self._scheduler()
         load_training(path / "training.safetensors", self.model, self.optimizer, sched)
         try:
-            _set_rng_states(state["rng"])
+            set_rng_state(state["rng"])
             for cb, s in zip(self.callbacks, state["callbacks"]):
                 cb.load_state_dict(s)
-        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        except (EmberError, KeyError, TypeError, ValueError, RuntimeError) as e:
             raise RecordError(
                 f"{op}: the RNG or callback state in {str(path / 'state.json')!r} is damaged "
                 f"({type(e).__name__}: {e}). Resume from an earlier record."

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...errors import ShapeError
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..module import Module
+
+if TYPE_CHECKING:
+    from ..._generator import Generator
 
 
 class ReLU(Module):
@@ -56,16 +61,17 @@ class Dropout(Module):
     Active only while ``self.training`` is on (``valid()`` and ``freeze()`` turn it off).
     """
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5, generator: Generator | None = None) -> None:
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ShapeError(f"Dropout: expected 0 <= p < 1, got {p}.")
         self.p = float(p)
+        self.generator = generator  # an em.Generator, or None: the device's default generator
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        return F.dropout(x, self.p, True)
+        return F.dropout(x, self.p, True, self.generator)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
