@@ -121,9 +121,18 @@ _FITS = {
 }
 
 
+def _is_ember_float(d: np.dtype) -> bool:
+    from ..backend.numpy.backend import ember_dtype
+
+    e = ember_dtype(d)
+    return e is not None and e.is_float
+
+
 def _check_values(a: np.ndarray, dt: DType) -> None:
     """Refuse source values that ``dt`` cannot hold (a cast would wrap or saturate them)."""
     k = a.dtype.kind
+    if k == "V" and _is_ember_float(a.dtype):
+        k = "f"  # ml_dtypes' bfloat16 (NumPy kind "V") is a float source
     if k not in "biuf":
         raise DTypeError(
             f"from_data: unsupported element type {a.dtype}; expected bool, int or float values."
