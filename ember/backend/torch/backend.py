@@ -380,7 +380,11 @@ class TorchBackend(Backend):
 
     def rdiv_scalar(self, x: Tensor, value: float) -> Tensor:
         # a CPU 0-d numerator: exact value / x (not value * (1 / x)), no device transfer
-        return torch.div(torch.scalar_tensor(value, dtype=x.dtype), x)
+        try:
+            num = torch.scalar_tensor(value, dtype=x.dtype)
+        except RuntimeError:  # beyond the dtype's range: round to +-inf as IEEE casts do
+            num = torch.scalar_tensor(value, dtype=torch.float64).to(x.dtype)
+        return torch.div(num, x)
 
     # ---------------------------------------------------------------- transfers
     def receive(self, x: Any, source: Any) -> Tensor:

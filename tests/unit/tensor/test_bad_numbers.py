@@ -453,3 +453,11 @@ def test_in_range_arguments_still_work(device: em.Device, name: str) -> None:
     if want is not None:
         assert got == want
     em.seed(0)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # NumPy's cast warning
+def test_a_numerator_beyond_the_dtype_divides_to_inf(device: em.Device) -> None:
+    # torch's scalar_tensor refused 1e300 as a float32 numerator with a raw RuntimeError
+    x = T.ones((2,), device=device)
+    assert (1e300 / x).tolist() == [math.inf, math.inf]
+    assert (-1e300 / x).tolist() == [-math.inf, -math.inf]
