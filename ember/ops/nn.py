@@ -90,10 +90,34 @@ def _normalized_grad(
     """The gradient of x from that of ``xhat`` (``_normalized``'s output):
     scale * (gxhat - [mean(gxhat)] - xhat * mean(gxhat * xhat)), means over ``dims``."""
     n = math.prod(xhat.shape[d] for d in dims)
-    gx = gxhat - xhat * _mean_over(b, gxhat * xhat, dims, n)
-    if center:
-        gx = gx - _mean_over(b, gxhat, dims, n)
-    return gx * scale
+    # the mean is taken off first, as ATen's batch norm backward: where the bracket cancels
+    # to 0 (a uniform gradient), an inf weight in ``scale`` meets the same rounding residue
+    gx = gxhat - _mean_over(b, gxhat, dims, n) if center else gxhat
+    return (gx - xhat * _mean_over(b, gxhat * xhat, dims, n)) * scale
+
+
+def _all_finite(b: Any, small: Any) -> bool:
+    """Whether every element of ``small`` (a reduced tensor: one host read) is finite."""
+    return math.isfinite(float(b.to_numpy_view(b.sum(small))))
+
+
+def _layer_norm_grad(
+    b: Any, gxhat: Any, x: Any, xhat: Any, rstd: Any, dims: tuple[int, ...]
+) -> Any:
+    """Layer norm's input gradient from that of ``xhat``. Finite row statistics: the centred
+    form of ``_normalized_grad``. Otherwise (an inf weight or gradient: checked on the small
+    reduced tensors) ATen's form ``rstd gxhat + k x + c``, whose NaN and inf positions PyTorch
+    gives: ``k = (mean(gxhat) mean(x) - mean(gxhat x)) rstd^3``, ``c = -k mean(x) - mean(gxhat)
+    rstd``; it costs one more pass over x."""
+    n = math.prod(x.shape[d] for d in dims)
+    m0 = _mean_over(b, gxhat, dims, n)
+    m1 = _mean_over(b, gxhat * xhat, dims, n)
+    if _all_finite(b, m0 + m1 + rstd):
+        return (gxhat - xhat * m1 - m0) * rstd
+    mean = _mean_over(b, x, dims, n)
+    k = (m0 * mean - _mean_over(b, gxhat * x, dims, n)) * (rstd * rstd * rstd)
+    c = -k * mean - m0 * rstd
+    return gxhat * rstd + k * x + c
 
 
 def _last_dims(x: Any, count: int) -> tuple[int, ...]:
@@ -126,7 +150,7 @@ def layer_norm_backward(ctx: Any, grad: Any) -> Grads:
     # left broadcast over the leading dims: the engine sums them back to the weight's shape.
     dims = _last_dims(x, a["normalized_ndim"])
     xhat, rstd = _normalized(b, x, dims, a["eps"], center=True)
-    gx = _normalized_grad(b, grad * w, xhat, rstd, dims, center=True) if _need(ctx, 0) else None
+    gx = _layer_norm_grad(b, grad * w, x, xhat, rstd, dims) if _need(ctx, 0) else None
     gw = grad * xhat if _need(ctx, 1) else None
     return gx, gw, grad
 
@@ -185,7 +209,9 @@ def batch_norm_backward(ctx: Any, grad: Any) -> Grads:
     xhat, rstd = _normalized(b, x, dims, ctx.attrs["eps"], center=True)
     gx = gw = gb = None
     if _need(ctx, 0):
-        gx = _normalized_grad(b, grad * b.reshape(w, channel), xhat, rstd, dims, center=True)
+        # the weight is constant over ``dims``: it scales the result (with rstd, one small
+        # factor), so an inf weight gives +-inf (NaN at a zero), as ATen's batch norm backward
+        gx = _normalized_grad(b, grad, xhat, rstd * b.reshape(w, channel), dims, center=True)
     if _need(ctx, 1):
         gw = b.reshape(_sum_over(b, grad * xhat, dims), w.shape)
     if _need(ctx, 2):

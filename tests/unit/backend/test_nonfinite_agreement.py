@@ -24,11 +24,7 @@ SPECIALS = (np.nan, np.inf, -np.inf)
 _SKIP = {"to_device"}  # moves between devices: nothing to compare across backends
 # rows whose kernels (not the elementwise methods) still disagree; which side PyTorch takes is
 # noted, docs/NONFINITE.md lists them
-KNOWN = {
-    "layer_norm": "backward of an inf input: NumPy inf, PyTorch NaN",
-    "batch_norm": "an inf input: forward NumPy inf (PyTorch NaN); backward torch backend +-inf",
-    "cross_entropy": "NaN logits in an ignore_index row: torch backend NaN, PyTorch and NumPy not",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _poisoned(a: np.ndarray, start: int) -> np.ndarray:
@@ -203,3 +199,61 @@ def test_casts_of_nonfinite_values_agree(src: em.DType, dst: em.DType) -> None:
     ref = torch.tensor(x, dtype=tsrc).to(tdst).double().numpy()
     np.testing.assert_array_equal(got[0], ref)
     np.testing.assert_array_equal(got[1], ref)
+
+
+# ------------------------------------- the fused rows that once differed, against PyTorch itself
+def _torch_row(name: str, arrays: tuple[np.ndarray, ...], attrs: dict[str, Any]) -> Any:
+    """(output, gradients) of PyTorch's own function for the row ``name``, as float64 NumPy."""
+    TF = torch.nn.functional
+    ts = [
+        torch.tensor(a, dtype=torch.float64, requires_grad=True)
+        if a.dtype.kind == "f"
+        else torch.tensor(a).long()
+        for a in arrays
+    ]
+    if name == "layer_norm":
+        nd = attrs["normalized_ndim"]
+        y = TF.layer_norm(ts[0], ts[0].shape[-nd:], ts[1], ts[2], attrs["eps"])
+    elif name == "batch_norm":
+        y = TF.batch_norm(ts[0], None, None, ts[1], ts[2], training=True, eps=attrs["eps"])
+    else:
+        y = TF.cross_entropy(
+            ts[0],
+            ts[1],
+            reduction="none",
+            ignore_index=attrs["ignore_index"],
+            label_smoothing=attrs["label_smoothing"],
+        )
+    y.backward(torch.ones_like(y))
+    return y.detach().numpy(), [t.grad.numpy() if t.requires_grad else None for t in ts]
+
+
+@pytest.mark.parametrize("dev", [em.Device.cpu(), em.Device.torch("cpu")], ids=str)
+@pytest.mark.parametrize("name", ["layer_norm", "batch_norm", "cross_entropy"])
+def test_fused_rows_follow_pytorch_on_nonfinite_inputs(name: str, dev: em.Device) -> None:
+    """An inf weight in layer/batch norm, -inf at a smoothed target: NaN and inf as PyTorch."""
+    spec = OPS[name]
+    for arrays, attrs in _cases(spec):
+        got = _run(spec, arrays, attrs, dev)
+        assert not isinstance(got, type), (name, got)
+        (out, grads), (ref_out, ref_grads) = got, _torch_row(name, arrays, attrs)
+        np.testing.assert_allclose(out, ref_out, rtol=1e-9, atol=1e-12, err_msg=name)
+        for g, r in zip(grads, ref_grads, strict=True):
+            if r is not None:
+                np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("dev", [em.Device.cpu(), em.Device.torch("cpu")], ids=str)
+def test_ignored_row_with_nan_logits_as_pytorch(dev: em.Device) -> None:
+    """An ignore_index row adds 0 to the loss; its gradient is NaN where its logits hold a NaN
+    or inf (PyTorch's log-softmax backward meets 0 * NaN there too), finite rows unaffected."""
+    x = np.array([[np.nan, 1.0, 2.0], [0.0, 1.0, 2.0], [np.inf, 1.0, 2.0], [0.5, -1.0, 3.0]])
+    y = np.array([1, 2, 1, 0])
+    for eps in (0.0, 0.2):
+        attrs = {"ignore_index": 1, "label_smoothing": eps}
+        out, grads = _run(OPS["cross_entropy"], (x, y), attrs, dev)
+        ref_out, ref_grads = _torch_row("cross_entropy", (x, y), attrs)
+        np.testing.assert_array_equal(out[[0, 2]], 0.0)
+        np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=0)
+        assert np.isnan(ref_grads[0][[0, 2]]).all()
+        np.testing.assert_allclose(grads[0], ref_grads[0], rtol=1e-12, atol=0)

@@ -52,7 +52,18 @@ def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
 
 
 def batch_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    xhat, _ = _standardize(x, _channel_axes(x.ndim), eps)
-    xhat *= _per_channel(weight, x.ndim)
-    xhat += _per_channel(bias, x.ndim)
-    return xhat
+    axes = _channel_axes(x.ndim)
+    mean = x.mean(axis=axes, keepdims=True, dtype=x.dtype)
+    xc = x - mean
+    var = np.square(xc).mean(axis=axes, keepdims=True, dtype=x.dtype)
+    alpha = _per_channel(weight, x.ndim) / np.sqrt(var + x.dtype.type(eps))
+    shift = _per_channel(bias, x.ndim)
+    if np.isfinite(alpha).all() and np.isfinite(shift).all() and np.isfinite(mean).all():
+        xc *= alpha
+        xc += shift
+        return xc
+    # a non-finite statistic or parameter (checked on the small per-channel arrays): PyTorch's
+    # x * alpha + (bias - mean * alpha), whose NaN and inf differ from (x - mean) * alpha + bias
+    out = x * alpha
+    out += shift - mean * alpha
+    return out

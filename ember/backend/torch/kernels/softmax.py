@@ -33,22 +33,26 @@ def _acc(dtype: torch.dtype) -> torch.dtype | None:
 _SCRATCH_ELEMENTS = 1 << 26
 
 
-def _picked_log_softmax(logits: Tensor, safe: Tensor, acc: torch.dtype | None) -> Tensor:
-    """log_softmax(logits)[r, safe[r]] for each row, in ``acc`` (or the logits' dtype).
+def _picked_log_softmax(
+    logits: Tensor, safe: Tensor, acc: torch.dtype | None, row_sums: bool
+) -> tuple[Tensor, Tensor | None]:
+    """log_softmax(logits)[r, safe[r]] for each row, in ``acc`` (or the logits' dtype), and with
+    ``row_sums`` each row's sum of log_softmax(logits) (else None).
 
     Rows are independent, so blocks of rows give the same bits as one call; blocking bounds
     the transient log-softmax buffer (and torch's float32 conversion of bfloat16 input).
     """
     r, c = logits.shape
     step = max(1, _SCRATCH_ELEMENTS // max(c, 1))
-    if r <= step:
-        return torch.gather(torch.log_softmax(logits, 1, dtype=acc), 1, safe).squeeze(1)
-    return torch.cat(
-        [
-            torch.gather(torch.log_softmax(logits[lo : lo + step], 1, dtype=acc), 1, s).squeeze(1)
-            for lo, s in zip(range(0, r, step), safe.split(step))
-        ]
-    )
+    picked, sums = [], []
+    for lo, s in zip(range(0, r, step), safe.split(step)):
+        logp = torch.log_softmax(logits[lo : lo + step], 1, dtype=acc)
+        picked.append(torch.gather(logp, 1, s).squeeze(1))
+        if row_sums:
+            sums.append(torch.sum(logp, 1))
+    if len(picked) == 1:
+        return picked[0], (sums[0] if row_sums else None)
+    return torch.cat(picked), (torch.cat(sums) if row_sums else None)
 
 
 def cross_entropy(
@@ -68,13 +72,15 @@ def cross_entropy(
     safe = torch.where(valid, target, 0).unsqueeze(1)
     # one fused log-softmax pass (logsumexp takes max, subtract, exp and sum passes over the
     # (R, C) logits, the largest tensor of a language model); lse = x_t - log_softmax(x)_t
-    picked_logp = _picked_log_softmax(logits, safe, acc)
+    eps = label_smoothing
+    picked_logp, sum_logp = _picked_log_softmax(logits, safe, acc, row_sums=bool(eps))
     picked = torch.gather(logits, 1, safe).squeeze(1).to(picked_logp.dtype)
     lse = picked - picked_logp
-    eps = label_smoothing
-    if eps:
-        # smoothed target: (1 - eps) on the label, eps / C spread over every class
-        loss = lse - (1 - eps) * picked - eps * torch.mean(logits, 1, dtype=acc)
+    if sum_logp is not None:
+        # smoothed target: (1 - eps) on the label, eps / C spread over every class. Summing the
+        # log-softmax (not lse - the logits' mean) keeps a -inf target logit's loss inf, as
+        # PyTorch: the residual lse is NaN there
+        loss = (1 - eps) * -picked_logp - (eps / logits.shape[1]) * sum_logp
     else:
         loss = -picked_logp
     return torch.where(valid, loss, 0), lse
