@@ -45,7 +45,9 @@ def _picked_log_softmax(
     r, c = logits.shape
     step = max(1, _SCRATCH_ELEMENTS // max(c, 1))
     picked, sums = [], []
-    for lo, s in zip(range(0, r, step), safe.split(step)):
+    # one block when the rows fit (zero rows included)
+    blocks = zip(range(0, r, step), safe.split(step)) if r > step else [(0, safe)]
+    for lo, s in blocks:
         logp = torch.log_softmax(logits[lo : lo + step], 1, dtype=acc)
         picked.append(torch.gather(logp, 1, s).squeeze(1))
         if row_sums:
