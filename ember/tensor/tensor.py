@@ -695,6 +695,7 @@ class Tensor:
     argsort = _sorting.argsort
     topk = _sorting.topk
     var = _stats.var
+    std = _stats.std
     prod = _stats.prod
     prod_dim = _stats.prod_dim
     cumsum = _stats.cumsum

@@ -64,7 +64,7 @@ def test_var_follows_pytorch_when_the_size_is_at_most_the_correction(
     ad = device.autodiff()
     t = em.Tensor.from_data(x, device=ad, dtype=edt)
     t = t.with_gradient_checkpointing_strategy(strategy).require_grad()
-    out = t.var(dim, correction=correction)
+    out = t.var(dim, keepdim=True, correction=correction)
     n = int(np.prod(out.shape))
     w = em.Tensor.from_data(
         np.arange(1, n + 1, dtype=np.float64).reshape(out.shape), device=device, dtype=edt
