@@ -17,21 +17,9 @@ import pytest
 import safetensors.numpy
 
 import ember as em
-from ember.nn import Linear, Module
 from ember.optim import Adam, GradientsParams, lr
 from ember.record import RecordError, RecordWarning, load_pytorch, load_training, save_training
-
-AD = em.Device.cpu().autodiff()
-
-
-class Net(Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = Linear(3, 4, device=AD)
-        self.out = Linear(4, 2, device=AD)
-
-    def forward(self, x: em.Tensor) -> em.Tensor:
-        return self.out(self.fc(x))
+from tests.unit.record.small_net import Net
 
 
 def _trained() -> tuple[Net, Adam, lr.Exponential]:

@@ -11,22 +11,10 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.nn import Linear, Module
 from ember.optim import Adam, GradientsParams, lr
 from ember.record import RecordError, load_training, save_training
 from ember.record.io import atomic_write, decode, encode, read_bytes
-
-AD = em.Device.cpu().autodiff()
-
-
-class Net(Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = Linear(3, 4, device=AD)
-        self.out = Linear(4, 2, device=AD)
-
-    def forward(self, x: em.Tensor) -> em.Tensor:
-        return self.out(self.fc(x))
+from tests.unit.record.small_net import Net
 
 
 def _train(model: Net, optim: Adam, sched: lr.LrScheduler, seed: int, steps: int = 2) -> None:
