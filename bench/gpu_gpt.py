@@ -37,7 +37,7 @@ import torch.nn.functional as TF
 import ember as em
 import ember.nn.functional as F
 from ember import amp
-from ember.tensor.device import parse_device
+from ember._core.device import parse_device
 
 Strategy = em.GradientCheckpointingStrategy
 

@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import ember as em
-from ember.tensor.device import parse_device
+from ember._core.device import parse_device
 
 sys.path.insert(0, str(Path(__file__).parent))
 import gpu_gpt as G

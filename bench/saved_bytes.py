@@ -25,8 +25,8 @@ import torch
 import ember as em
 import ember.nn.functional as F
 from ember import amp
+from ember._core.device import parse_device
 from ember.ops.registry import OPS
-from ember.tensor.device import parse_device
 
 sys.path.insert(0, str(Path(__file__).parent))
 import gpu_gpt as G

@@ -16,6 +16,11 @@ from . import nn as nn
 from . import ops as _ops  # noqa: F401  (registers every op row)
 from . import optim as optim
 from . import train as train
+from ._core.creation import Distribution as Distribution
+from ._core.creation import seed as seed
+from ._core.device import Device as Device
+from ._core.device import default_device as default_device
+from ._core.tensor import Tensor as Tensor
 from ._generator import Generator as Generator
 from ._generator import get_rng_state as get_rng_state
 from ._generator import set_rng_state as set_rng_state
@@ -34,11 +39,6 @@ from .errors import DeviceError as DeviceError
 from .errors import DTypeError as DTypeError
 from .errors import EmberError as EmberError
 from .errors import ShapeError as ShapeError
-from .tensor.creation import Distribution as Distribution
-from .tensor.creation import seed as seed
-from .tensor.device import Device as Device
-from .tensor.device import default_device as default_device
-from .tensor.tensor import Tensor as Tensor
 
 __version__ = "0.1.0"
 
@@ -83,9 +83,9 @@ __all__ = [
 
 
 # ``em.tensor`` is this function, as API.md promises; defined after the imports above, it takes
-# the place of the attribute the import system gave the internal ``ember.tensor`` package. So
-# ``import ember.tensor as T`` yields the function, while ``from ember.tensor import x`` and
-# ``from ember.tensor.device import Device`` import from the package (they read sys.modules).
+# the place of the attribute the import system gave the internal ``ember._core`` package. So
+# ``import ember._core as T`` yields the function, while ``from ember._core import x`` and
+# ``from ember._core.device import Device`` import from the package (they read sys.modules).
 # Renaming the package (to ``ember/_core/``) ends the shadow.
 def tensor(data: object, *, device: Device | None = None, dtype: object = None) -> Tensor:
     """Same as ``Tensor.from_data``: ``em.tensor([[1.0, 2.0]])``."""

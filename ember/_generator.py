@@ -21,10 +21,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ._core import checks
 from .backend.base import Backend
 from .backend.registry import get_backend, loaded_backends
 from .errors import DTypeError, ShapeError
-from .tensor import checks
 
 RngState = dict[str, Any]
 _SEED_HI = (1 << 64) - 1

@@ -44,11 +44,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._core import dispatch
+from ._core.tensor import Tensor
 from .dtype import DType, as_dtype, bfloat16, float16, float32
 from .errors import DTypeError
 from .ops.registry import Precision
-from .tensor import dispatch
-from .tensor.tensor import Tensor
 
 if TYPE_CHECKING:
     from .nn.module import Module

@@ -15,7 +15,7 @@ from .engine import run_backward
 from .gradients import Gradients
 
 if TYPE_CHECKING:
-    from ..tensor.tensor import Tensor
+    from .._core.tensor import Tensor
 
 OnLeaf = Callable[[int, Any], None]
 
@@ -26,7 +26,7 @@ def backward(loss: Tensor, *, on_leaf: OnLeaf | None = None) -> Gradients:
     ``loss.backward()`` is ``backward(loss)``. ``on_leaf(leaf_id, grad)``, when given, is called
     once per require-grad leaf the pass reaches, as soon as that leaf's gradient is complete
     (every child has contributed) and before the rest of the pass runs. ``leaf_id`` is the key the
-    returned ``Gradients`` keeps it under (``ember.tensor.internal.leaf_id(leaf)``) and ``grad``
+    returned ``Gradients`` keeps it under (``ember._core.internal.leaf_id(leaf)``) and ``grad``
     the backend array it stores: the hook reads it, it must not change it. An exception raised by
     the hook ends the pass (the graph is consumed) and propagates.
 
@@ -45,7 +45,7 @@ def backward(loss: Tensor, *, on_leaf: OnLeaf | None = None) -> Gradients:
         >>> seen == [leaf_id(x)] and x.grad(grads).tolist() == [1.0, 1.0]
         True
     """
-    from ..tensor.tensor import Tensor  # the tensor core imports this module
+    from .._core.tensor import Tensor  # the tensor core imports this module
 
     if not isinstance(loss, Tensor):
         raise DTypeError(

@@ -1,7 +1,7 @@
 """The backend contract: ``Backend``, every method a backend provides, split by kernel family.
 
 A backend works on its own array type (``Raw``: ``np.ndarray`` for NumPy, ``torch.Tensor`` for
-PyTorch) and trusts its inputs: shapes, dims and dtypes were checked by ``ember.tensor.checks``.
+PyTorch) and trusts its inputs: shapes, dims and dtypes were checked by ``ember._core.checks``.
 Abstract methods are the kernels every backend implements; ``OptionalKernels`` adds
 multi-tensor kernels with per-tensor defaults that a backend may override. A backend declares
 no public method the base does not (``tests/unit/backend/test_contract.py`` holds that).

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .._core.tensor import Tensor
     from ..autodiff.node import Node
-    from ..tensor.tensor import Tensor
 
 CONSTANT = "constant"  # untracked inputs saved by a node: data, dropout masks, plain operands
 LEAF = "leaf"

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import optim
+from .._core.device import Device, default_device, parse_device
 from ..data import DataLoader
 from ..data.dataset import ArrayDataset
 from ..data.datasets import RandomBlocks, TextData, digits, fashion_mnist, load_text, mnist
 from ..models import build_model
-from ..tensor.device import Device, default_device, parse_device
 
 IMAGE_DATASETS = {"digits": 8, "mnist": 28, "fashion-mnist": 28}
 DATASETS = (*IMAGE_DATASETS, "shakespeare")

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import models
+from .._core.creation import seed as seed_all
 from ..errors import EmberError
-from ..tensor.creation import seed as seed_all
 from . import tasks
 from .schedule import ContinueSchedule, RunSchedule
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..errors import DTypeError, ShapeError
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 from .dataset import Dataset, Item
 
 _DONE = object()

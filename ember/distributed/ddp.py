@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
+from .._core.internal import from_raw, leaf_id
+from .._core.tensor import Tensor
 from ..autodiff import backward
 from ..errors import AutodiffError, DeviceError, DTypeError
 from ..nn.param import ParamId
-from ..tensor.internal import from_raw, leaf_id
-from ..tensor.tensor import Tensor
 from .group import ProcessGroup, _unflatten
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .._core.device import Device
 from ..errors import DeviceError, EmberError
-from ..tensor.device import Device
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -156,7 +156,7 @@ class ProcessGroup:
         Returns:
             ``module``, for chaining.
         """
-        from ..tensor.internal import from_raw
+        from .._core.internal import from_raw
 
         state = module.state_dict()
         names = sorted(state)

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..errors import DeviceError, EmberError
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 
 LossStep = Callable[[Any, Sequence[Tensor]], tuple[Tensor, Tensor | None, Tensor | None]]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensor.device import Device
+from .._core.device import Device
 from .gpt import GPT as GPT
 from .gpt import GPTConfig as GPTConfig
 from .vision import CNN as CNN

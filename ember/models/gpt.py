@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .. import nn
+from .._core.creation import Distribution
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..errors import ShapeError
 from ..nn import functional as F
-from ..tensor.creation import Distribution
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 
 
 @dataclass

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from .. import nn
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..nn import functional as F
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 
 
 class MLP(nn.Module):

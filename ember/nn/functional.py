@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._core import checks
+from .._core.creation import Distribution
+from .._core.dispatch import apply, unify
+from .._core.tensor import Tensor
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
-from ..tensor import checks
-from ..tensor.creation import Distribution
-from ..tensor.dispatch import apply, unify
-from ..tensor.tensor import Tensor
 
 if TYPE_CHECKING:
     from .._generator import Generator

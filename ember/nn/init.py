@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from .._core.creation import Distribution
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..dtype import DType, float32
 from ..errors import ShapeError
-from ..tensor.creation import Distribution
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 
 
 def fans(shape: Sequence[int]) -> tuple[int, int]:

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._core import checks
+from .._core.dispatch import apply
+from .._core.tensor import Tensor
 from ..amp import current_policy
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
-from ..tensor import checks
-from ..tensor.dispatch import apply
-from ..tensor.tensor import Tensor
 
 if TYPE_CHECKING:
+    from .._core.device import Device
     from ..dtype import DType
-    from ..tensor.device import Device
 
 _REDUCTIONS = ("mean", "sum", "none")
 

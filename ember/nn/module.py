@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import DTypeError, ShapeError
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 from .param import Param, ParamId, _relift
 
 _Strategy = GradientCheckpointingStrategy

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import secrets
 
+from .._core.device import Device
+from .._core.internal import param_leaf
+from .._core.tensor import Tensor
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..dtype import DType
 from ..errors import DTypeError
-from ..tensor.device import Device
-from ..tensor.internal import param_leaf
-from ..tensor.tensor import Tensor
 
 _Strategy = GradientCheckpointingStrategy
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tensor.tensor import Tensor
+from .._core.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..tensor.internal import from_raw
-from ..tensor.tensor import Tensor
+from .._core.internal import from_raw
+from .._core.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
 

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._core.tensor import Tensor
 from ..dtype import int64
 from ..errors import DTypeError, ShapeError
 from ..nn.param import ParamId
-from ..tensor.tensor import Tensor
 from .clipping import GradientClipping
 from .grads import GradientsParams
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from .._core.internal import from_raw
+from .._core.tensor import Tensor
 from ..errors import ShapeError
-from ..tensor.internal import from_raw
-from ..tensor.tensor import Tensor
 from .grads import GradientsParams
 
 

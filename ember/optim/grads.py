@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from .._core.device import Device
+from .._core.tensor import Tensor
 from ..autodiff.gradients import Gradients
 from ..errors import AutodiffError, DTypeError
 from ..nn.param import ParamId
-from ..tensor.device import Device
-from ..tensor.tensor import Tensor
 
 if TYPE_CHECKING:
     from ..nn.module import Module

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from .._core.tensor import Tensor
 from ..errors import ShapeError
-from ..tensor.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
 

@@ -21,7 +21,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from ..tensor.tensor import Tensor
+from .._core.tensor import Tensor
 from .checksum import add_checksum, verify_checksum
 from .errors import RecordError
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from ..tensor.tensor import Tensor
+from .._core.tensor import Tensor
 from .errors import RecordError
 from .io import decode, read_bytes
 

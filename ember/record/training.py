@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._core.tensor import Tensor
 from .._generator import get_rng_state, set_rng_state
 from ..errors import EmberError
 from ..nn.module import _fold_tied
-from ..tensor.tensor import Tensor
 from .checksum import CHECKED_VERSION
 from .errors import RecordError
 from .io import atomic_write, decode, encode, read_bytes

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._core.tensor import Tensor
 from .._generator import get_rng_state, set_rng_state
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import EmberError
-from ..tensor.tensor import Tensor
 from .callbacks import Callback
 from .display import Display, make_display
 from .errors import NonFiniteError

@@ -19,8 +19,8 @@ import pytest
 from helpers.sampling import is_float, runtime_attrs, sample_cases, to_tensors
 
 import ember as em
+from ember._core.dispatch import apply
 from ember.ops.registry import OPS, OpSpec, run_forward
-from ember.tensor.dispatch import apply
 
 DIFFERENTIABLE = [s for s in OPS.values() if s.differentiable]
 MAX_COORDS = 40  # finite differences per input and case (bounds the cost of large examples)

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 import ember as em
+from ember._core.dispatch import apply
 from ember.ops.registry import OpSpec
-from ember.tensor.dispatch import apply
 
 Case = tuple[tuple[np.ndarray, ...], dict[str, Any]]
 DEFAULT_DOMAIN = (-2.0, 2.0)

@@ -1,6 +1,6 @@
 """Index-driven kernels: basic and advanced keys, selects, gathers and their scatters.
 
-Index arrays are int arrays already checked to lie in range by ``ember.tensor``.
+Index arrays are int arrays already checked to lie in range by ``ember._core``.
 """
 
 from __future__ import annotations

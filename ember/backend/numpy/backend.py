@@ -45,7 +45,7 @@ def ember_dtype(d: np.dtype) -> DType | None:
 
 @register_backend("numpy")
 class NumpyBackend(Backend):
-    """Primitives on ``np.ndarray``. Inputs were validated by ``ember.tensor.checks``."""
+    """Primitives on ``np.ndarray``. Inputs were validated by ``ember._core.checks``."""
 
     name = "numpy"
     array_type = np.ndarray
@@ -316,7 +316,7 @@ class NumpyBackend(Backend):
 
     # ---------------------------------------------------------------- indexing, shape, sorting,
     # stats and rounding primitives. Dims are non-negative ints; index arrays are int
-    # arrays already checked to lie in range by ``ember.tensor`` before the call.
+    # arrays already checked to lie in range by ``ember._core`` before the call.
     def select(self, x: np.ndarray, indices: np.ndarray, dim: int) -> np.ndarray:
         return np.take(x, indices, axis=dim)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ..._core.device import Device
+from ..._core.tensor import Tensor
 from ...errors import ShapeError
-from ...tensor.device import Device
-from ...tensor.tensor import Tensor
 from ..download import cache_dir, fetch
 from ..loader import _Resumable
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._core.tensor import Tensor
 from ...errors import ShapeError
-from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..module import Module
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from ..._core.device import Device
+from ..._core.tensor import Tensor
 from ...dtype import DType, float32
 from ...errors import ShapeError
-from ...tensor.device import Device
-from ...tensor.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...tensor.tensor import Tensor
+from ..._core.tensor import Tensor
 from .. import functional as F
 from ..module import Module
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
+from ..._core.device import Device
+from ..._core.tensor import Tensor
 from ...dtype import DType, float32
 from ...errors import ShapeError
-from ...tensor.device import Device
-from ...tensor.tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..module import Module

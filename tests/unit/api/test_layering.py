@@ -1,8 +1,8 @@
 """Layering: no module above the tensor core reads a Tensor's private fields or builds tensors,
-nodes or backward passes by hand; it uses the core's internal API (``ember/tensor/internal.py``)
+nodes or backward passes by hand; it uses the core's internal API (``ember/_core/internal.py``)
 and ``ember.autodiff.backward``.
 
-The core is ``ember/tensor/``, ``ember/autodiff/`` and ``ember/checkpoint/``. The check reads each
+The core is ``ember/_core/``, ``ember/autodiff/`` and ``ember/checkpoint/``. The check reads each
 module's syntax tree, so comments and docstrings may name the fields.
 """
 
@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 import ember as em
-from ember.tensor.tensor import Tensor
+from ember._core.tensor import Tensor
 
 PACKAGE = Path(em.__file__).resolve().parent
-CORE = ("tensor", "autodiff", "checkpoint")
+CORE = ("_core", "autodiff", "checkpoint")
 # the Tensor slots; above the core they are spelled t._raw, t._hardware, t._ckpt_strategy
 PRIVATE_FIELDS = frozenset({"_data", "_dev", "_node", "_strategy"})
 ALIASES = {"_raw": "_data", "_hardware": "_dev", "_ckpt_strategy": "_strategy"}
 # modules of the core whose names upper layers may not import at all, and those of which they may
 # import only some (dispatch: the op entry points, not the tensor and node builders)
 CLOSED = frozenset({"ember.autodiff.engine", "ember.autodiff.node", "ember.checkpoint.record"})
-DISPATCH = "ember.tensor.dispatch"
+DISPATCH = "ember._core.dispatch"
 DISPATCH_BUILDERS = frozenset({"wrap", "record"})
 
 
@@ -79,7 +79,7 @@ def violations(source: str, module: str, is_package: bool = False) -> list[str]:
             for alias in node.names:
                 if alias.name in CLOSED:
                     out.append(f"{where} imports {alias.name}")
-    if dispatch_names:  # ``from ..tensor import dispatch``: its builders by attribute
+    if dispatch_names:  # ``from .._core import dispatch``: its builders by attribute
         for node in ast.walk(ast.parse(source)):
             if (
                 isinstance(node, ast.Attribute)
@@ -94,19 +94,19 @@ def violations(source: str, module: str, is_package: bool = False) -> list[str]:
 def test_the_upper_modules_are_found() -> None:
     names = {_module_name(f) for f in _upper_modules()}
     assert {"ember.nn.functional", "ember.distributed.ddp", "ember.optim.adam"} <= names
-    assert not any(n.startswith(("ember.tensor.", "ember.autodiff")) for n in names)
+    assert not any(n.startswith(("ember._core.", "ember.autodiff")) for n in names)
 
 
 @pytest.mark.parametrize("path", _upper_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_upper_module_reaches_into_the_core(path: Path) -> None:
     found = violations(path.read_text(), _module_name(path), path.name == "__init__.py")
-    assert not found, "use ember/tensor/internal.py instead:\n" + "\n".join(found)
+    assert not found, "use ember/_core/internal.py instead:\n" + "\n".join(found)
 
 
 def test_the_check_catches_each_kind_of_reach() -> None:
     source = """
-from ..tensor.dispatch import apply, wrap, _record
-from ..tensor import dispatch
+from .._core.dispatch import apply, wrap, _record
+from .._core import dispatch
 from ..autodiff.engine import run_backward
 from ember.autodiff import node
 import ember.autodiff.engine
@@ -120,8 +120,8 @@ ok = t._raw, t._hardware, t._ckpt_strategy, dispatch.apply, p._train_strategy
     kinds = sorted(f.split(" ", 1)[1] for f in found)
     assert kinds == sorted(
         [
-            "imports ember.tensor.dispatch.wrap",
-            "imports ember.tensor.dispatch._record",
+            "imports ember._core.dispatch.wrap",
+            "imports ember._core.dispatch._record",
             "imports ember.autodiff.engine.run_backward",
             "imports ember.autodiff.node",
             "imports ember.autodiff.engine",

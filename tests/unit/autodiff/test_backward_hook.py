@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.tensor.internal import leaf_id
+from ember._core.internal import leaf_id
 
 Strategy = em.GradientCheckpointingStrategy
 

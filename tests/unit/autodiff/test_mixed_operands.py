@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.tensor.device import Device
+from ember._core.device import Device
 
 Disabled = em.GradientCheckpointingStrategy.Disabled
 Balanced = em.GradientCheckpointingStrategy.Balanced

@@ -8,7 +8,7 @@ import pytest
 import ember as em
 import ember.nn.functional as F
 from ember import amp
-from ember.tensor import dispatch
+from ember._core import dispatch
 
 pytest.importorskip("torch")
 DEV = em.Device.torch("cpu")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import ember as em
+from ember._core.dispatch import apply
 from ember.ops.registry import OPS, OpSpec
-from ember.tensor.dispatch import apply
 
 torch = pytest.importorskip("torch")
 

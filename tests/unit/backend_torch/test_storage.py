@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ember as em
-from ember.tensor.device import parse_device
+from ember._core.device import parse_device
 
 torch = pytest.importorskip("torch")
 

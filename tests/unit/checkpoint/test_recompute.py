@@ -293,8 +293,8 @@ def test_step_without_gradient_settles_its_claims(
     device: em.Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A node that receives no gradient releases the values it would have fetched at once."""
+    from ember._core.dispatch import apply
     from ember.ops.registry import Cost, Saves
-    from ember.tensor.dispatch import apply
 
     # a row whose rule passes no gradient on (registered for this test only)
     stop = OpSpec(

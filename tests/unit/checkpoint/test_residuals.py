@@ -9,9 +9,9 @@ import pytest
 
 import ember as em
 import ember.nn.functional as F
+from ember._core.dispatch import apply
 from ember.autodiff.node import Node
 from ember.ops.registry import OPS, Cost, OpSpec, Saves
-from ember.tensor.dispatch import apply
 
 Strategy = em.GradientCheckpointingStrategy
 STRATEGIES = [Strategy.Disabled, Strategy.Balanced]

@@ -156,8 +156,8 @@ def test_reductions_start_during_backward() -> None:
 def test_ddp_reduces_through_the_backward_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     """DDP runs ``em.autodiff.backward`` with an ``on_leaf`` hook (never the engine directly), and
     the hook hands every trainable parameter's gradient to a bucket while the pass runs."""
+    from ember._core.internal import leaf_id
     from ember.distributed import ddp as ddp_module
-    from ember.tensor.internal import leaf_id
 
     assert ddp_module.backward is em.autodiff.backward
     assert not hasattr(ddp_module, "run_backward")

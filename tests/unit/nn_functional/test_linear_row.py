@@ -10,8 +10,8 @@ import pytest
 import ember as em
 import ember.nn.functional as F
 from ember import amp
+from ember._core import dispatch
 from ember.ops import OPS
-from ember.tensor import dispatch
 
 _rng = np.random.default_rng(0)
 X, W, B = _rng.normal(size=(2, 3, 4)), _rng.normal(size=(5, 4)), _rng.normal(size=(5,))

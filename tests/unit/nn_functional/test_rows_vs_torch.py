@@ -12,8 +12,8 @@ from differential.refs.nn import REFS
 from helpers.sampling import is_float, sample_cases, to_tensors
 
 import ember as em
+from ember._core.dispatch import apply
 from ember.ops.registry import OPS, Cost
-from ember.tensor.dispatch import apply
 
 NAMES = sorted(REFS)
 

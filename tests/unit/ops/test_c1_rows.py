@@ -12,8 +12,8 @@ import torch
 from differential.refs.ops import REFS
 
 import ember as em
+from ember._core.dispatch import apply
 from ember.ops.registry import OPS, Cost, OpSpec
-from ember.tensor.dispatch import apply
 
 ROWS = [
     "select",

@@ -12,8 +12,8 @@ import pytest
 
 import ember as em
 from ember import amp
+from ember._core import dispatch
 from ember.ops.registry import OPS, Precision
-from ember.tensor import dispatch
 
 pytest.importorskip("torch")
 

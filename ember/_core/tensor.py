@@ -76,7 +76,7 @@ class Tensor:
     _strategy: _Strategy | None
     _node: Node | None
     # the internal API's names for the first three (aliases of the slots, set below the class):
-    # what modules above the core read (ember/tensor/internal.py)
+    # what modules above the core read (ember/_core/internal.py)
     _raw: Any
     _hardware: Device
     _ckpt_strategy: _Strategy | None

@@ -1,6 +1,6 @@
 """The tensor core's internal API: what ember's own layers (nn, optim, distributed, ...) use.
 
-Not part of API.md. Modules above the core (everything outside ``ember/tensor/``,
+Not part of API.md. Modules above the core (everything outside ``ember/_core/``,
 ``ember/autodiff/`` and ``ember/checkpoint/``) never spell a Tensor's private fields; they use:
 
 - ``t._raw``: the backend array (NumPy or torch), read at the cost of a plain attribute;
