@@ -36,3 +36,8 @@ class DTypeError(EmberError, TypeError):
 
 class DeviceError(EmberError, RuntimeError):
     """The device is unusable, or operands live on different devices."""
+
+
+class CaptureError(EmberError, RuntimeError):
+    """A function wrapped by ``em.capture`` does something a recording cannot replay (a host
+    read such as ``item()``, a data-dependent shape, an argument it cannot take as an input)."""

@@ -34,6 +34,7 @@ from .advanced import index_with_tensors
 from .creation import fill_value as _fill_value
 from .device import Device
 from .dispatch import apply, apply2, as_scalar, binary, cast, record, scalar, wrap
+from .hostread import host_read
 from .indexing import normalize_key
 
 _GRAD = Requirement.GRAD
@@ -206,6 +207,7 @@ class Tensor:
 
     def to_numpy(self) -> np.ndarray:
         """A NumPy copy of the values."""
+        host_read("Tensor.to_numpy()")
         return self._dev.b.to_numpy(self._data)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -214,6 +216,7 @@ class Tensor:
 
     def item(self) -> float | int | bool:
         """The single value as a Python number."""
+        host_read("Tensor.item()")
         if self.numel() != 1:
             raise ShapeError(
                 f"item: expected a tensor with one element, got shape {self.shape}. "
