@@ -16,5 +16,6 @@ from .clipping import clip_grad_norm as clip_grad_norm
 from .clipping import clip_grad_value as clip_grad_value
 from .grads import GradientsAccumulator as GradientsAccumulator
 from .grads import GradientsParams as GradientsParams
+from .groups import no_decay_groups as no_decay_groups
 from .rmsprop import RMSProp as RMSProp
 from .sgd import SGD as SGD

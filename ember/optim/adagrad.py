@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from .._core.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
@@ -16,14 +19,22 @@ class AdaGrad(Optimizer):
 
     def __init__(
         self,
+        groups: Iterable[Any] | None = None,
+        *,
+        lr: float | None = None,
         lr_decay: float = 0.0,
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
-        *,
         grad_clipping: GradientClipping | None = None,
     ) -> None:
-        super().__init__(grad_clipping=grad_clipping)
+        options = {
+            "lr_decay": lr_decay,
+            "weight_decay": weight_decay,
+            "initial_accumulator_value": initial_accumulator_value,
+            "eps": eps,
+        }
+        super().__init__(groups, lr=lr, grad_clipping=grad_clipping, options=options)
         op = "AdaGrad"
         self.lr_decay = self._check_range(op, "lr_decay", lr_decay, 0.0, float("inf"))
         self.weight_decay = self._check_range(op, "weight_decay", weight_decay, 0.0, float("inf"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Any
 
 from .._core.internal import from_raw
 from .._core.tensor import Tensor
@@ -18,19 +20,23 @@ class Adam(Optimizer):
 
     Example:
         >>> optim = Adam(betas=(0.9, 0.999), weight_decay=0.0)
+        >>> optim = Adam([{"params": [model.l1.weight], "betas": (0.8, 0.99)}], lr=1e-3)
     """
 
     decoupled = False
 
     def __init__(
         self,
+        groups: Iterable[Any] | None = None,
+        *,
+        lr: float | None = None,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
-        *,
         grad_clipping: GradientClipping | None = None,
     ) -> None:
-        super().__init__(grad_clipping=grad_clipping)
+        options = {"betas": betas, "eps": eps, "weight_decay": weight_decay}
+        super().__init__(groups, lr=lr, grad_clipping=grad_clipping, options=options)
         op = type(self).__name__
         self.beta1 = self._check_range(op, "betas[0]", betas[0], 0.0, 1.0, open_high=True)
         self.beta2 = self._check_range(op, "betas[1]", betas[1], 0.0, 1.0, open_high=True)
@@ -113,10 +119,19 @@ class AdamW(Adam):
 
     def __init__(
         self,
+        groups: Iterable[Any] | None = None,
+        *,
+        lr: float | None = None,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
-        *,
         grad_clipping: GradientClipping | None = None,
     ) -> None:
-        super().__init__(betas, eps, weight_decay, grad_clipping=grad_clipping)
+        super().__init__(
+            groups,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            grad_clipping=grad_clipping,
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,6 +11,7 @@ from .._core.tensor import Tensor
 from ..dtype import int64
 from ..errors import DTypeError, ShapeError
 from ..nn.param import ParamId
+from . import groups as _groups
 from .clipping import GradientClipping
 from .grads import GradientsParams
 
@@ -28,17 +29,49 @@ class Optimizer:
     back in the module as a fresh require-grad leaf with the same ``ParamId``. Updates run on
     plain tensors with Tensor ops, so they work on every backend.
 
+    Parameter groups (API.md): ``groups`` is a list of dicts
+    ``{"params": [param, ...], "lr": ..., "lr_scale": ..., <any constructor option>: ...}``;
+    each group's parameters are updated with the constructor's options overridden by the
+    group's. Parameters in no group use the constructor's options. ``step(lr, ...)`` with a
+    number uses ``lr * lr_scale`` in every group (``lr_scale`` defaults to 1); with ``None``
+    each group's ``lr``, else the constructor's ``lr`` times ``lr_scale``.
+
     Args:
+        groups: Optional parameter groups (a plain list of Params is one group of them).
+        lr: The default learning rate, used by ``step(None, ...)``.
         grad_clipping: Optional ``GradientClipping`` applied to all gradients before the update.
+        options: The subclass's constructor options (keyword -> value), which groups override.
+
+    Example:
+        >>> optim = em.optim.AdamW(
+        ...     [{"params": [model.l1.bias], "weight_decay": 0.0, "lr_scale": 0.1}], lr=1e-3
+        ... )
+        >>> model = optim.step(None, model, grads)   # 1e-3 everywhere, l1.bias without decay
     """
 
-    def __init__(self, *, grad_clipping: GradientClipping | None = None) -> None:
+    def __init__(
+        self,
+        groups: Iterable[Any] | None = None,
+        *,
+        lr: float | None = None,
+        grad_clipping: GradientClipping | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
         self.grad_clipping = grad_clipping
+        self.lr = None if lr is None else _groups._rate(type(self).__name__, "lr", lr)
         self._state: dict[ParamId, State] = {}
         # parameters whose state tensors were handed out (state_of, state_dict) or came in
         # (load_state_dict): someone else may hold them, so their next update must not write
         # into them. Every other state tensor is the optimizer's alone.
         self._shared: set[ParamId] = set()
+        # the constructor's options (subclasses pass them), which a group may override
+        self._options: dict[str, Any] = dict(options or {})
+        self._default = _groups._Group(self, None)
+        self._groups: list[_groups._Group] = []
+        self._group_of: dict[ParamId, _groups._Group] = {}
+        if groups is not None:
+            self._groups = _groups.build_groups(self, groups, self.lr, self._options)
+            self._group_of = {pid: g for g in self._groups for pid in g.ids}
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
         """New value and state of one parameter (plain tensors in, plain tensors out)."""
@@ -75,8 +108,11 @@ class Optimizer:
         """
         return None
 
-    def step(self, lr: float, module: Module, grads: GradientsParams) -> Module:
-        """Update ``module``'s parameters in place from ``grads`` and return the module."""
+    def step(self, lr: float | None, module: Module, grads: GradientsParams) -> Module:
+        """Update ``module``'s parameters in place from ``grads`` and return the module.
+
+        ``lr``: a number for every group (times its ``lr_scale``), or ``None`` for each group's
+        own ``lr`` (else the constructor's)."""
         if not isinstance(grads, GradientsParams):
             raise DTypeError(
                 f"step: expected GradientsParams, got {type(grads).__name__}. Convert with "
@@ -84,10 +120,12 @@ class Optimizer:
             )
         if self.grad_clipping is not None:
             grads = self.grad_clipping.apply(grads)
-        lr = float(lr)
+        rate = None if lr is None else float(lr)
         states = self._state
-        # parameters grouped per device, so a multi-tensor kernel sees all of a device's at once
-        groups: dict[object, list[Any]] = {}
+        group_of, default = self._group_of, self._default
+        # parameters bucketed per group and device, so a multi-tensor kernel sees all of a
+        # group's parameters on one device at once (one bucket per device without groups)
+        buckets: dict[object, list[Any]] = {}
         for p in module.parameters():
             g = grads.remove(p.id)
             if g is None:
@@ -100,20 +138,27 @@ class Optimizer:
                 state = {}
             elif _off_device(state, x):
                 state = _move(state, x)
-            groups.setdefault(x._hardware, []).append((p, x, g, state))
+            key: object = (group_of.get(p.id, default), x._hardware) if group_of else x._hardware
+            buckets.setdefault(key, []).append((p, x, g, state))
         shared = self._shared
-        for group in groups.values():
-            owned = not any(i[0].id in shared for i in group)
-            many = self.update_many(
-                lr,
-                [i[1] for i in group],
-                [i[2] for i in group],
-                [i[3] for i in group],
+        for where, bucket in buckets.items():
+            group = where[0] if group_of else default  # type: ignore[index]
+            index = self._groups.index(group) if group is not default else -1
+            rule = group.rule
+            bucket_lr = group.rate(rate, self.lr, type(self).__name__, index)
+            owned = not any(i[0].id in shared for i in bucket)
+            many = rule.update_many(
+                bucket_lr,
+                [i[1] for i in bucket],
+                [i[2] for i in bucket],
+                [i[3] for i in bucket],
                 owned=owned,
             )
-            for j, (p, x, g, state) in enumerate(group):
-                group[j] = None  # the old value and gradient can go once this one is updated
-                new, states[p.id] = many[j] if many is not None else self.update(lr, x, g, state)
+            for j, (p, x, g, state) in enumerate(bucket):
+                bucket[j] = None  # the old value and gradient can go once this one is updated
+                new, states[p.id] = (
+                    many[j] if many is not None else rule.update(bucket_lr, x, g, state)
+                )
                 shared.discard(p.id)  # the new state is the optimizer's own
                 p._replace(new)  # back in, with the parameter's autodiff context
         return module

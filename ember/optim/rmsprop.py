@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from .._core.tensor import Tensor
 from .base import Optimizer, State
 from .clipping import GradientClipping
@@ -19,15 +22,24 @@ class RMSProp(Optimizer):
 
     def __init__(
         self,
+        groups: Iterable[Any] | None = None,
+        *,
+        lr: float | None = None,
         alpha: float = 0.99,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
-        *,
         grad_clipping: GradientClipping | None = None,
     ) -> None:
-        super().__init__(grad_clipping=grad_clipping)
+        options = {
+            "alpha": alpha,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "momentum": momentum,
+            "centered": centered,
+        }
+        super().__init__(groups, lr=lr, grad_clipping=grad_clipping, options=options)
         self.alpha = self._check_range("RMSProp", "alpha", alpha, 0.0, 1.0)
         self.eps = self._check_range("RMSProp", "eps", eps, 0.0, float("inf"))
         self.weight_decay = self._check_range(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from .._core.tensor import Tensor
 from ..errors import ShapeError
 from .base import Optimizer, State
@@ -22,14 +25,22 @@ class SGD(Optimizer):
 
     def __init__(
         self,
+        groups: Iterable[Any] | None = None,
+        *,
+        lr: float | None = None,
         momentum: float = 0.0,
         nesterov: bool = False,
         weight_decay: float = 0.0,
         dampening: float = 0.0,
-        *,
         grad_clipping: GradientClipping | None = None,
     ) -> None:
-        super().__init__(grad_clipping=grad_clipping)
+        options = {
+            "momentum": momentum,
+            "nesterov": nesterov,
+            "weight_decay": weight_decay,
+            "dampening": dampening,
+        }
+        super().__init__(groups, lr=lr, grad_clipping=grad_clipping, options=options)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ShapeError(
                 f"SGD: Nesterov momentum needs momentum > 0 and dampening 0, got momentum "

@@ -92,7 +92,7 @@ def test_invalid_hyperparameters_raise(case: str) -> None:
 def test_valid_hyperparameters_are_kept() -> None:
     adam = em.optim.Adam(betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)
     assert (adam.beta1, adam.beta2, adam.eps, adam.weight_decay) == (0.8, 0.99, 1e-6, 0.1)
-    sgd = em.optim.SGD(0.9, True, 1e-4)
+    sgd = em.optim.SGD(momentum=0.9, nesterov=True, weight_decay=1e-4)
     assert (sgd.momentum, sgd.nesterov, sgd.weight_decay) == (0.9, True, 1e-4)
     assert em.optim.RMSProp(alpha=0.9, momentum=0.5).alpha == 0.9
     assert em.optim.AdaGrad(lr_decay=0.01).lr_decay == 0.01
