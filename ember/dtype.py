@@ -45,12 +45,13 @@ float16 = DType("float16", 2, "f", 1)
 bfloat16 = DType("bfloat16", 2, "f", 1)
 float32 = DType("float32", 4, "f", 3)
 float64 = DType("float64", 8, "f", 4)
+int8 = DType("int8", 1, "i", 0)  # the stored values of quantized tensors
 int32 = DType("int32", 4, "i", 1)
 int64 = DType("int64", 8, "i", 2)
 bool_ = DType("bool", 1, "b", 0)
 
 DTYPES: dict[str, DType] = {
-    d.name: d for d in (float16, bfloat16, float32, float64, int32, int64, bool_)
+    d.name: d for d in (float16, bfloat16, float32, float64, int8, int32, int64, bool_)
 }
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64

@@ -235,7 +235,11 @@ _FLOAT_OVERFLOW = {
     "bfloat16": 2.0**128 - 2.0**119,
     "float32": 2.0**128 - 2.0**103,
 }
-_INT_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1)}
+_INT_RANGES = {
+    "int8": (-128, 127),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+}
 
 
 def fit(op: str, v: int | float | bool, dt: DType) -> int | float | bool:

@@ -29,6 +29,7 @@ _TO_NP: dict[DType, np.dtype] = {
     dt.bfloat16: np.dtype(ml_dtypes.bfloat16),
     dt.float32: np.dtype(np.float32),
     dt.float64: np.dtype(np.float64),
+    dt.int8: np.dtype(np.int8),
     dt.int32: np.dtype(np.int32),
     dt.int64: np.dtype(np.int64),
     dt.bool_: np.dtype(np.bool_),
