@@ -2,10 +2,12 @@
 
 from . import (  # noqa: F401
     activations,
+    backward_rows,
     conv,
     elementwise,
     indexing,
     linalg,
+    linear_ce,
     movement,
     nn,
     reduce,
