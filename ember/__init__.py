@@ -16,6 +16,7 @@ from . import nn as nn
 from . import ops as _ops  # noqa: F401  (registers every op row)
 from . import optim as optim
 from . import train as train
+from ._capture import capture as capture
 from ._core.creation import Distribution as Distribution
 from ._core.creation import seed as seed
 from ._core.device import Device as Device
@@ -35,6 +36,7 @@ from .dtype import float64 as float64
 from .dtype import int32 as int32
 from .dtype import int64 as int64
 from .errors import AutodiffError as AutodiffError
+from .errors import CaptureError as CaptureError
 from .errors import DeviceError as DeviceError
 from .errors import DTypeError as DTypeError
 from .errors import EmberError as EmberError
@@ -65,12 +67,15 @@ __all__ = [
     # autodiff and checkpointing
     "Gradients",
     "GradientCheckpointingStrategy",
+    # whole-step capture
+    "capture",
     # errors
     "EmberError",
     "AutodiffError",
     "ShapeError",
     "DTypeError",
     "DeviceError",
+    "CaptureError",
     # subpackages
     "amp",
     "autodiff",
@@ -82,11 +87,6 @@ __all__ = [
 ]
 
 
-# ``em.tensor`` is this function, as API.md promises; defined after the imports above, it takes
-# the place of the attribute the import system gave the internal ``ember._core`` package. So
-# ``import ember._core as T`` yields the function, while ``from ember._core import x`` and
-# ``from ember._core.device import Device`` import from the package (they read sys.modules).
-# Renaming the package (to ``ember/_core/``) ends the shadow.
 def tensor(data: object, *, device: Device | None = None, dtype: object = None) -> Tensor:
     """Same as ``Tensor.from_data``: ``em.tensor([[1.0, 2.0]])``."""
     return Tensor.from_data(data, device=device, dtype=dtype)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._core.internal import from_raw
 from .._core.tensor import Tensor
+from ..dtype import float32, float64, int64
 from .base import Optimizer, State
 from .clipping import GradientClipping
 
@@ -44,6 +45,8 @@ class Adam(Optimizer):
         self.weight_decay = self._check_range(op, "weight_decay", weight_decay, 0.0, float("inf"))
 
     def update(self, lr: float, param: Tensor, grad: Tensor, state: State) -> tuple[Tensor, State]:
+        if isinstance(lr, Tensor) or isinstance(state.get("step"), Tensor):
+            return self._update_on_device(lr, param, grad, state)
         b1, b2, wd = self.beta1, self.beta2, self.weight_decay
         if wd and self.decoupled:
             param = param * (1.0 - lr * wd)
@@ -60,6 +63,29 @@ class Adam(Optimizer):
         new = param - m / (v.sqrt() + self.eps * root_bc2) * (lr * root_bc2 / (1.0 - b1**t))
         return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}
 
+    def _update_on_device(
+        self, lr: float | Tensor, param: Tensor, grad: Tensor, state: State
+    ) -> tuple[Tensor, State]:
+        """``update`` with the learning rate and the step count as 0-d device tensors (inside
+        ``em.capture``: a replay reads them from the device, nothing is fixed at recording)."""
+        b1, b2, wd = self.beta1, self.beta2, self.weight_decay
+        step = state.get("step", 0)
+        if not isinstance(step, Tensor):
+            step = Tensor.full((), int(step), dtype=int64, device=param._hardware)
+        t = step + 1
+        tf = t.cast(param.dtype if param.dtype is float64 else float32)
+        if wd and self.decoupled:
+            param = param * (1.0 - lr * wd)
+        elif wd:
+            grad = grad + param * wd
+        m, v = state.get("exp_avg"), state.get("exp_avg_sq")
+        m = grad * (1.0 - b1) if not isinstance(m, Tensor) else m + (grad - m) * (1.0 - b1)
+        g2 = grad * grad
+        v = g2 * (1.0 - b2) if not isinstance(v, Tensor) else v + (g2 - v) * (1.0 - b2)
+        root_bc2 = (1.0 - b2**tf).sqrt()
+        new = param - m / (v.sqrt() + root_bc2 * self.eps) * (lr * root_bc2 / (1.0 - b1**tf))
+        return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}
+
     def update_many(
         self,
         lr: float,
@@ -72,7 +98,9 @@ class Adam(Optimizer):
         """All parameters in one ``adam_many`` call (one multi-tensor kernel on torch).
 
         With ``owned`` the moments are updated in their own buffers (no copy of them)."""
-        if not params:
+        if not params or isinstance(lr, Tensor):
+            return None  # a device learning rate (em.capture): ``update`` per parameter
+        if any(isinstance(st.get("step"), Tensor) for st in states):
             return None
         steps = {int(st.get("step", 0)) for st in states}
         fresh = all("exp_avg" not in st for st in states)

@@ -120,7 +120,8 @@ class Optimizer:
             )
         if self.grad_clipping is not None:
             grads = self.grad_clipping.apply(grads)
-        rate = None if lr is None else float(lr)
+        # a 0-d tensor learning rate stays on the device (em.capture passes one)
+        rate = None if lr is None else lr if isinstance(lr, Tensor) else float(lr)
         states = self._state
         group_of, default = self._group_of, self._default
         # parameters bucketed per group and device, so a multi-tensor kernel sees all of a
