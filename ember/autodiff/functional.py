@@ -38,11 +38,24 @@ def _tensors(op: str, what: str, value: TensorOrSeq) -> list[Tensor]:
 
 def _seeds(op: str, outs: list[Tensor], grad_outputs: TensorOrSeq | None) -> list[Tensor]:
     from .._core.dispatch import wrap
+    from .._core.tensor import Tensor
 
     if grad_outputs is None:
         gos: list[Tensor | None] = [None] * len(outs)
     else:
-        gos = list(_tensors(op, "grad_outputs", grad_outputs))
+        items = [grad_outputs] if isinstance(grad_outputs, Tensor) else grad_outputs
+        if not isinstance(items, (list, tuple)):
+            raise DTypeError(
+                f"{op}: expected grad_outputs to be an em.Tensor, a list/tuple of them (None "
+                f"entries mean ones) or None, got {type(grad_outputs).__name__}."
+            )
+        gos = list(items)
+        for i, g in enumerate(gos):
+            if g is not None and not isinstance(g, Tensor):
+                raise DTypeError(
+                    f"{op}: expected grad_outputs[{i}] to be an em.Tensor or None, got "
+                    f"{type(g).__name__}."
+                )
         if len(gos) != len(outs):
             raise ShapeError(
                 f"{op}: expected one grad_output per output ({len(outs)}), got {len(gos)}."
