@@ -7,9 +7,11 @@ Example:
 """
 
 from . import lr as lr
+from .adadelta import Adadelta as Adadelta
 from .adagrad import AdaGrad as AdaGrad
 from .adam import Adam as Adam
 from .adam import AdamW as AdamW
+from .adamax import Adamax as Adamax
 from .base import Optimizer as Optimizer
 from .clipping import GradientClipping as GradientClipping
 from .clipping import clip_grad_norm as clip_grad_norm
@@ -17,5 +19,8 @@ from .clipping import clip_grad_value as clip_grad_value
 from .grads import GradientsAccumulator as GradientsAccumulator
 from .grads import GradientsParams as GradientsParams
 from .groups import no_decay_groups as no_decay_groups
+from .lbfgs import LBFGS as LBFGS
+from .nadam import NAdam as NAdam
+from .radam import RAdam as RAdam
 from .rmsprop import RMSProp as RMSProp
 from .sgd import SGD as SGD

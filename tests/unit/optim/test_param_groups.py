@@ -38,8 +38,8 @@ def _run(
     tparams = [torch.tensor(v, requires_grad=True) for v in init]
     groups = _remap(topt, tparams)
     topt.param_groups.clear()
-    for g in groups:
-        topt.add_param_group(g)
+    for group in groups:
+        topt.add_param_group(group)
     optim = make(list(model.parameters()))
     for _ in range(steps):
         grads = GradientsParams()
@@ -47,7 +47,7 @@ def _run(
             g = rng.normal(size=p.shape)
             grads.register(p.id, em.Tensor.from_data(g, device=device))
             tp.grad = torch.tensor(g)
-        model = optim.step(lr, model, grads)
+        optim.step(lr, model, grads)
         topt.step()
     for p, tp in zip(model.parameters(), tparams):
         np.testing.assert_allclose(p.val().to_numpy(), tp.detach().numpy(), rtol=0, atol=1e-6)
@@ -56,8 +56,8 @@ def _run(
 def _remap(topt: torch.optim.Optimizer, tparams: list[torch.Tensor]) -> list[dict[str, Any]]:
     """The torch optimizer's groups with placeholder index lists swapped for real tensors."""
     out = []
-    for g in topt.param_groups:
-        g = dict(g)
+    for group in topt.param_groups:
+        g = dict(group)
         g["params"] = [tparams[int(i.item())] for i in g["params"]]
         out.append(g)
     return out
@@ -71,7 +71,7 @@ def _idx(*i: int) -> list[torch.Tensor]:
 def test_adamw_groups_with_own_lr_decay_and_betas(device: em.Device) -> None:
     # step(None): each group's lr; parameters in no group (p3) use the constructor's options
     topt = torch.optim.AdamW(
-        [
+        [  # type: ignore[arg-type]
             {"params": _idx(0), "weight_decay": 0.1, "lr": 2e-2},
             {"params": _idx(1, 2), "weight_decay": 0.0, "betas": (0.8, 0.95)},
             {"params": _idx(3)},
@@ -216,7 +216,7 @@ def test_bad_groups_raise_clear_errors() -> None:
     m = Tiny()
     w = m.fc.weight
     with pytest.raises(em.DTypeError, match=r"first argument .* parameter groups.*AdamW\(lr="):
-        AdamW(0.9)
+        AdamW(0.9)  # type: ignore[arg-type]
     with pytest.raises(em.DTypeError, match=r"unknown keys \['momentum'\]"):
         AdamW([{"params": [w], "momentum": 0.9}])
     with pytest.raises(em.DTypeError, match="has no 'params'"):
