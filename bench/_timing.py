@@ -8,11 +8,10 @@ from collections.abc import Callable
 
 
 def pin_threads(threads: int) -> None:
-    """ember's kernel pool gets ``threads`` (EMBER_NUM_THREADS); NumPy's BLAS stays at one thread
-    so the two never nest. Call before NumPy is imported."""
+    """ember's kernel pool and NumPy's BLAS get ``threads`` (EMBER_NUM_THREADS: ember sets the
+    BLAS to it and runs BLAS at one thread inside its pool's split work, so the two never nest).
+    Call before ember is imported."""
     os.environ["EMBER_NUM_THREADS"] = str(threads)
-    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
 
 
 def alternating_ms(

@@ -1,7 +1,8 @@
 """LeNet-5 forward + backward, ember (NumPy backend) vs PyTorch CPU eager, 2 threads each.
 
 ember's threads are its kernel pool (EMBER_NUM_THREADS: im2col, col2im, pooling and the conv
-products are split between them), with NumPy's BLAS kept at one thread so the two never nest.
+products are split between them); NumPy's BLAS runs one thread per call inside that split work
+(ember/backend/numpy/kernels/blas.py), so the two never nest.
 
 Network: conv 1->6 5x5, relu, max-pool 2, conv 6->16 5x5, relu, max-pool 2, fc 400->120, relu,
 fc 120->84, relu, fc 84->10, cross-entropy; input (64, 1, 32, 32). One step = forward, loss and

@@ -1,10 +1,10 @@
-"""erf for NumPy arrays: SciPy's when it is installed, else a double-precision fallback."""
+"""erf for NumPy arrays: SciPy's (a dependency of ember), else a double-precision fallback."""
 
 from __future__ import annotations
 
 import numpy as np
 
-try:  # SciPy's erf is exact and fast; it is optional
+try:  # SciPy's erf is exact and fast; the fallback serves an install without it
     from scipy.special import erf as _scipy_erf
 except ImportError:  # pragma: no cover - exercised when SciPy is absent
     _scipy_erf = None
@@ -52,8 +52,12 @@ def erf_fallback(x: np.ndarray) -> np.ndarray:
     return out.reshape(np.shape(x)).astype(x.dtype, copy=False)
 
 
-def erf(x: np.ndarray) -> np.ndarray:
+def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """erf(x) in x's dtype; ``out`` (float32 or float64 like x, may be x itself) receives it
+    when SciPy computes it, and is ignored otherwise (use the returned array)."""
     if _scipy_erf is not None and x.dtype in (np.float32, np.float64):
+        if out is not None:
+            return np.asarray(_scipy_erf(x, out=out))
         return np.asarray(_scipy_erf(x))
     if _scipy_erf is not None:
         return np.asarray(_scipy_erf(x.astype(np.float32))).astype(x.dtype)

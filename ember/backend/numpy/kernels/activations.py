@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from ..special import erf as _erf
+from .pool import _BLOCK_ELEMS, _parallel_split
 
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_C = 0.044715
+# exact GELU of these dtypes runs in place in one buffer (out= keeps 0-d results arrays)
+_EXACT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def relu_backward(grad: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -36,11 +40,75 @@ def softplus(x: np.ndarray) -> np.ndarray:
     return out
 
 
+_Run = Callable[[Callable[[int, int], None]], None]
+
+
+def _blocks(x: np.ndarray, *more: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], _Run]:
+    """(out, flat inputs, run): C-contiguous flat views of ``x`` and ``more`` and a fresh flat
+    output; ``run(fn)`` calls ``fn(lo, hi)`` over cache-sized element blocks, split between the
+    kernel pool's threads (each block's passes then stay in cache)."""
+    flats = [np.ascontiguousarray(a).reshape(-1) for a in (x, *more)]
+    n = flats[0].size
+    out = np.empty(n, dtype=x.dtype)
+    count = -(-n // _BLOCK_ELEMS)
+
+    def run(fn: Callable[[int, int], None]) -> None:
+        def share(lo: int, hi: int) -> None:
+            for b in range(lo, hi):
+                fn(b * _BLOCK_ELEMS, min((b + 1) * _BLOCK_ELEMS, n))
+
+        _parallel_split(count, n, share)
+
+    return out, flats, run
+
+
+def _gelu_exact(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x / sqrt 2)) in x's dtype (float32 / float64), in place per block."""
+    out, (xf,), run = _blocks(x)
+    f = x.dtype.type
+
+    def block(lo: int, hi: int) -> None:
+        t, xb = out[lo:hi], xf[lo:hi]
+        np.multiply(xb, f(_SQRT_HALF), out=t)
+        _erf(t, out=t)
+        t += 1
+        t *= xb
+        t *= f(0.5)
+
+    run(block)
+    return out.reshape(x.shape)
+
+
+def _gelu_exact_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """grad (Phi(x) + x phi(x)), Phi and phi the normal CDF and density, per block."""
+    out, (xf, gf), run = _blocks(x, grad)
+    f = x.dtype.type
+
+    def block(lo: int, hi: int) -> None:
+        cdf, xb = out[lo:hi], xf[lo:hi]
+        np.multiply(xb, f(_SQRT_HALF), out=cdf)
+        _erf(cdf, out=cdf)
+        cdf += 1
+        cdf *= f(0.5)
+        pdf = np.square(xb)
+        pdf *= f(-0.5)
+        np.exp(pdf, out=pdf)
+        pdf *= xb
+        pdf *= f(_INV_SQRT_2PI)
+        cdf += pdf
+        cdf *= gf[lo:hi]
+
+    run(block)
+    return out.reshape(x.shape)
+
+
 def gelu(x: np.ndarray, approximate: str) -> np.ndarray:
     # the final astype: Python-float arithmetic widens bfloat16 arrays to float32
     if approximate == "tanh":
         inner = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
         return (0.5 * x * (1 + inner)).astype(x.dtype, copy=False)
+    if x.dtype in _EXACT:
+        return _gelu_exact(x)
     return (0.5 * x * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))).astype(x.dtype, copy=False)
 
 
@@ -52,6 +120,8 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x2)
         return (grad * d).astype(x.dtype, copy=False)
     # d/dx x Phi(x) = Phi(x) + x phi(x)
+    if x.dtype in _EXACT and grad.dtype == x.dtype and grad.shape == x.shape:
+        return _gelu_exact_backward(grad, x)
     cdf = 0.5 * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))
     pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
     return (grad * (cdf + x * pdf)).astype(x.dtype, copy=False)

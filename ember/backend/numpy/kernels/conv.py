@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blas import serial
 from .im2col import Pair, _all_finite, _Geometry
 from .pool import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
 
@@ -111,9 +112,10 @@ def conv2d_backward(
     gx = gw = None
     if need_weight and need_input and num_threads() > 1 and g.size * 8 >= _PARALLEL_MIN:
         # the two gradients are independent: one pool thread each, instead of splitting both
-        gw_future = _get_pool().submit(_unsplit, weight_grad)
-        gx = _unsplit(input_grad)
-        gw = gw_future.result()
+        with serial():
+            gw_future = _get_pool().submit(_unsplit, weight_grad)
+            gx = _unsplit(input_grad)
+            gw = gw_future.result()
     else:
         gw = weight_grad() if need_weight else None
         gx = input_grad() if need_input else None

@@ -2,7 +2,9 @@
 
 Row-wise kernels over large arrays (softmax, log-softmax, cross-entropy) process cache-sized row
 blocks on a small thread pool (NumPy releases the GIL inside ufuncs); convolutions and pooling
-split their work into one contiguous share per thread. ``EMBER_NUM_THREADS`` sets the pool size.
+split their work into one contiguous share per thread. ``EMBER_NUM_THREADS`` sets the pool size
+(and NumPy's BLAS threads, see ``blas.py``); while work is split between the pool's threads, BLAS
+runs one thread per call, so the two never oversubscribe the cores.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from .blas import apply_env, serial
 
 _BLOCK_ELEMS = 1 << 17  # elements per row block: 512 KiB of float32, inside L2
 _PARALLEL_MIN = 1 << 16  # below this many elements one thread is faster
@@ -32,6 +36,7 @@ def num_threads() -> int:
 
 
 _CPU_THREADS = max(1, min(os.cpu_count() or 1, 8))  # read once: kernels ask on every call
+apply_env()
 
 
 def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None:
@@ -50,10 +55,11 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
         for lo in range(start, stop, block):
             fn(lo, min(lo + block, stop))
 
-    futures = [pool.submit(work, s) for s in range(per, rows, per)]
-    work(0)  # the calling thread takes the first share
-    for f in futures:
-        f.result()
+    with serial():
+        futures = [pool.submit(work, s) for s in range(per, rows, per)]
+        work(0)  # the calling thread takes the first share
+        for f in futures:
+            f.result()
 
 
 _serial = threading.local()  # set inside pool tasks that must not split their work again
@@ -67,10 +73,11 @@ def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None]) -> None:
         fn(0, n)
         return
     per = -(-n // threads)
-    futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
-    fn(0, per)
-    for f in futures:
-        f.result()
+    with serial():
+        futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
+        fn(0, per)
+        for f in futures:
+            f.result()
 
 
 def _get_pool() -> ThreadPoolExecutor:

@@ -1,0 +1,79 @@
+"""NumPy's BLAS threads against ember's kernel pool (ember/backend/numpy/kernels/blas.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from ember.backend.numpy.kernels import blas, pool
+
+pytestmark = pytest.mark.skipif(not blas.threads(), reason="no controllable BLAS library")
+
+
+def test_serial_sets_one_thread_and_restores() -> None:
+    before = blas.threads()
+    with blas.serial():
+        assert blas.threads() == [1] * len(before)
+        with blas.serial():  # nested: still one, and the outer block still restores
+            assert blas.threads() == [1] * len(before)
+        assert blas.threads() == [1] * len(before)
+    assert blas.threads() == before
+
+
+def test_serial_restores_after_an_error() -> None:
+    before = blas.threads()
+    with pytest.raises(RuntimeError), blas.serial():
+        raise RuntimeError("inside")
+    assert blas.threads() == before
+
+
+def test_split_work_runs_blas_serially(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    before = blas.threads()
+    seen: list[list[int]] = []
+    lock = threading.Lock()
+
+    def fn(lo: int, hi: int) -> None:
+        with lock:
+            seen.append(blas.threads())
+
+    pool._parallel_split(4, 1 << 20, fn)  # above _PARALLEL_MIN: two shares on two threads
+    assert len(seen) == 2
+    assert all(s == [1] * len(before) for s in seen)
+    assert blas.threads() == before
+    seen.clear()
+    pool._parallel_rows(64, 4096, fn)
+    assert seen and all(s == [1] * len(before) for s in seen)
+    assert blas.threads() == before
+
+
+def test_conv_backward_two_tasks_restore_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.backend.numpy.kernels import conv
+
+    monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    before = blas.threads()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4, 16, 16)).astype(np.float32)
+    w = rng.normal(size=(8, 4, 3, 3)).astype(np.float32)
+    g = rng.normal(size=(8, 8, 16, 16)).astype(np.float32)
+    gx, gw, _ = conv.conv2d_backward(g, x, w, (1, 1), (1, 1), (1, 1), 1, True, True)
+    assert gx is not None and gw is not None
+    assert blas.threads() == before
+
+
+def test_env_sets_blas_threads_at_first_use() -> None:
+    # a fresh process: EMBER_NUM_THREADS=1 gives the BLAS one thread before any kernel runs
+    code = (
+        "from ember.backend.numpy.kernels import blas; t = blas.threads(); "
+        "assert t and all(n == 1 for n in t), t; print('ok')"
+    )
+    env = {"EMBER_NUM_THREADS": "1", "PATH": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
