@@ -79,14 +79,41 @@ class Device:
             return self
         return self._with(_Strategy.Disabled)
 
-    def gradient_checkpointing(self) -> Device:
-        """This autodiff device with strategy ``Balanced``."""
+    def gradient_checkpointing(
+        self,
+        budget: _Strategy | int | float | None = None,
+        *,
+        bytes: int | None = None,
+        fraction: float | None = None,
+    ) -> Device:
+        """This autodiff device with strategy ``Balanced``, or a memory budget: ``budget=`` an
+        int (bytes), a float (fraction of the Disabled peak) or a ``budget(...)`` strategy, or
+        ``bytes=`` / ``fraction=`` as ``GradientCheckpointingStrategy.budget`` takes them."""
         if self._strategy is None:
             raise AutodiffError(
                 "gradient_checkpointing: expected an autodiff device, got plain "
                 f"{self!r}. Call .autodiff() first: device.autodiff().gradient_checkpointing()."
             )
-        return self._with(_Strategy.Balanced)
+        if budget is None and bytes is None and fraction is None:
+            return self._with(_Strategy.Balanced)
+        if isinstance(budget, _Strategy):
+            if bytes is not None or fraction is not None:
+                raise AutodiffError(
+                    "gradient_checkpointing: expected budget= or bytes=/fraction=, got both. "
+                    "Hint: gradient_checkpointing(fraction=0.4)."
+                )
+            return self._with(budget)
+        if budget is not None:
+            if bytes is not None or fraction is not None:
+                raise AutodiffError(
+                    "gradient_checkpointing: expected budget= or bytes=/fraction=, got both. "
+                    "Hint: gradient_checkpointing(fraction=0.4)."
+                )
+            if isinstance(budget, float):
+                fraction = budget
+            else:
+                bytes = budget
+        return self._with(_Strategy.budget(bytes=bytes, fraction=fraction))
 
     def without_autodiff(self) -> Device:
         """The plain device (idempotent)."""
@@ -128,6 +155,8 @@ class Device:
             return base
         if self._strategy == _Strategy.Balanced:
             return base + ".autodiff().gradient_checkpointing()"
+        if self._strategy.budgeted:
+            return base + f".autodiff().gradient_checkpointing(budget={self._strategy!r})"
         return base + ".autodiff()"
 
 

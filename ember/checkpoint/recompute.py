@@ -13,6 +13,7 @@ from typing import Any
 
 from ..autodiff.node import Node
 from ..ops.registry import run_forward
+from .budget import ledger_of
 
 
 class Recompute:
@@ -32,41 +33,12 @@ class Recompute:
     __slots__ = ("cache", "counts", "needed", "uses")
 
     def __init__(self, children: dict[Node, int], root: Node) -> None:
+        ledger = ledger_of(root)
+        if ledger is not None:  # a budget: learn the graph's peak, or raise if it is too small
+            ledger.finish()
         self.cache: dict[Node, Any] = {}
         self.counts: dict[int, int] = {}  # node id -> times recomputed in this pass
-        uses: dict[Node, int] = {}
-        needed: set[Node] = set()
-        # Kahn order from the root: a node comes after all of its children, so whether its value
-        # is needed is settled by the time it is reached
-        pending = dict(children)
-        ready = [root]
-        while ready:
-            c = ready.pop()
-            parents = c.parents
-            for p in parents:
-                if p is not None:
-                    k = pending[p] - 1
-                    if k:
-                        pending[p] = k
-                    else:
-                        ready.append(p)
-            spec = c.spec
-            if spec is None or not c.fetches:
-                continue
-            if c.recipe:
-                if spec.saves_output:
-                    needed.add(c)
-                    uses[c] = uses.get(c, 0) + 1
-                if c in needed:  # recomputing c reads each parent it does not hold once
-                    for p in _fetched(c):
-                        needed.add(p)
-                        uses[p] = uses.get(p, 0) + 1
-            if spec.saves_inputs:
-                for p in _fetched(c):
-                    needed.add(p)
-                    uses[p] = uses.get(p, 0) + 1
-        self.uses = uses
-        self.needed = needed
+        self.needed, self.uses = plan(children, root)
 
     def _release(self, n: Node) -> None:
         u = self.uses.get(n, 0) - 1
@@ -157,6 +129,43 @@ class Recompute:
         if n.recipe and n.id not in self.counts and n in self.needed:
             for p in _fetched(n):
                 self._release(p)
+
+
+def plan(children: dict[Node, int], root: Node) -> tuple[set[Node], dict[Node, int]]:
+    """(needed, uses): the nodes whose values a backward from ``root`` will fetch, and the
+    claims on each (``children``: child counts of the nodes reachable from ``root``)."""
+    uses: dict[Node, int] = {}
+    needed: set[Node] = set()
+    # Kahn order from the root: a node comes after all of its children, so whether its value
+    # is needed is settled by the time it is reached
+    pending = dict(children)
+    ready = [root]
+    while ready:
+        c = ready.pop()
+        parents = c.parents
+        for p in parents:
+            if p is not None:
+                k = pending[p] - 1
+                if k:
+                    pending[p] = k
+                else:
+                    ready.append(p)
+        spec = c.spec
+        if spec is None or not c.fetches:
+            continue
+        if c.recipe:
+            if spec.saves_output:
+                needed.add(c)
+                uses[c] = uses.get(c, 0) + 1
+            if c in needed:  # recomputing c reads each parent it does not hold once
+                for p in _fetched(c):
+                    needed.add(p)
+                    uses[p] = uses.get(p, 0) + 1
+        if spec.saves_inputs:
+            for p in _fetched(c):
+                needed.add(p)
+                uses[p] = uses.get(p, 0) + 1
+    return needed, uses
 
 
 class View:

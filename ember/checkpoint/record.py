@@ -18,6 +18,27 @@ if TYPE_CHECKING:
 _shape_of = attrgetter("shape")
 
 
+MAX_CHAIN = 8  # recipes in a row along one recompute path before an output is kept
+
+
+class ChainNode(Node):
+    """A node recorded by a recipe strategy: ``depth`` is the length of the recompute chain
+    behind it (0 when its value is kept, else 1 + its deepest recipe parent's)."""
+
+    __slots__ = ("depth",)
+    depth: int
+
+
+def _depth(parents: tuple[Node | None, ...]) -> int:
+    d = 0
+    for p in parents:
+        if p is not None and p.recipe:
+            pd: int = p.depth  # type: ignore[attr-defined]  # a recipe is a ChainNode
+            if pd > d:
+                d = pd
+    return d + 1
+
+
 def node(
     strategy: GradientCheckpointingStrategy,
     spec: OpSpec,
@@ -30,16 +51,29 @@ def node(
 ) -> Node:
     """The node of ``spec``'s result ``out`` (from ``raws``; ``parents`` their nodes).
 
-    The strategy decides "keep, or recipe?"; an op with an untracked parent is kept whatever it
-    answers (an untracked value can't be recomputed later). A recipe keeps no output and is
-    recomputed on demand. Every node holds only the values it will read: the raw inputs from
-    parents that are neither recipes nor leaves (for its backward rule, or for its recompute
-    when it is a recipe), and its own output when its rule reads it and it is no recipe. A
-    recipe parent's value is recomputed, a leaf's read from the leaf; a kept output that no
-    child reads is not held by the graph. Declared residuals (``saved``) are always held: they
-    are what the rule reads, and recomputing a recipe's output does not bring them back.
+    The strategy decides "keep, or recipe?". An op with an untracked parent is kept whatever it
+    answers (an untracked value can't be recomputed later), unless its rule reads its inputs:
+    then the node holds the untracked values anyway (dropout's multiply holds its mask) and a
+    recipe costs nothing more. A recipe whose recompute chain would pass ``MAX_CHAIN`` recipes
+    in a row is kept instead, so a long run of memory-bound ops (a residual stream) keeps an
+    output every few ops and backward never holds a whole chain's recomputed values at once.
+    Every node holds only the values it will read: the raw inputs from parents that are neither
+    recipes nor leaves (for its backward rule, or for its recompute when it is a recipe), and
+    its own output when its rule reads it and it is no recipe. A recipe parent's value is
+    recomputed, a leaf's read from the leaf; a kept output that no child reads is not held by the
+    graph. Declared residuals (``saved``) are always held: they are what the rule reads, and
+    recomputing a recipe's output does not bring them back. A budget strategy's nodes are
+    recorded by ``budget.record``.
     """
-    recipe = None not in parents and not strategy.keeps(spec, parents)
+    if strategy.budgeted:
+        return _budget.record(strategy, spec, parents, raws, out, attrs, b, saved)
+    recipe = (spec.saves_inputs or None not in parents) and not strategy.keeps(spec, parents)
+    depth = 0
+    if recipe:
+        depth = _depth(parents)
+        if depth > MAX_CHAIN:
+            recipe = False
+            depth = 0
     inputs = None
     if recipe or spec.saves_inputs:
         inputs = tuple(
@@ -48,7 +82,7 @@ def node(
                 for p, r in zip(parents, raws)
             ]
         )
-    n = Node(
+    n = ChainNode(
         spec,
         parents,
         inputs,
@@ -59,5 +93,9 @@ def node(
         recipe=recipe,
         fetches=True,
     )
+    n.depth = depth
     n.saved = saved
     return n
+
+
+from . import budget as _budget  # noqa: E402  (budget.py builds on ChainNode)

@@ -1,10 +1,13 @@
-"""What a graph holds before backward: bytes kept per op, under either checkpointing strategy."""
+"""What a graph holds before backward: bytes kept per op, and per op how many nodes keep their
+values, keep a recipe or were dropped by a budget, and what recomputing them costs."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .cost import recompute_cost
 
 if TYPE_CHECKING:
     from .._core.tensor import Tensor
@@ -29,7 +32,12 @@ class MemoryReport:
         leaf_bytes: Bytes of require-grad leaves (parameters) the graph references; their owners
             usually hold them anyway, so they are not in ``total_bytes``.
         num_nodes: Op nodes whose backward step is still pending (leaves excluded).
-        num_recipes: Of those, nodes recorded under ``Balanced`` that keep only a recipe.
+        num_recipes: Of those, nodes that keep only a recipe (``Balanced``'s memory-bound ops,
+            values a budget dropped, values no rule reads under a budget).
+        num_dropped: Of the recipes, values a memory budget dropped to stay under it.
+        ops: Per op name, ``OpCounts``: nodes kept / recipes / dropped, and the estimated cost
+            of recomputing its recipes once (``ember.checkpoint.cost``; flop-equivalents).
+        budget_bytes: The budget in bytes, for a graph recorded under one (else ``None``).
     """
 
     total_bytes: int
@@ -37,17 +45,50 @@ class MemoryReport:
     leaf_bytes: int = 0
     num_nodes: int = 0
     num_recipes: int = 0
+    num_dropped: int = 0
+    ops: dict[str, OpCounts] = field(default_factory=dict)
+    budget_bytes: int | None = None
 
     def __str__(self) -> str:
+        budget = f", budget {_fmt(self.budget_bytes)}" if self.budget_bytes is not None else ""
         lines = [
             f"graph keeps {_fmt(self.total_bytes)} for backward "
-            f"({self.num_nodes} op nodes, {self.num_recipes} of them recipes; "
-            f"leaves {_fmt(self.leaf_bytes)} not included)"
+            f"({self.num_nodes} op nodes, {self.num_recipes} of them recipes, "
+            f"{self.num_dropped} dropped by the budget{budget}; "
+            f"leaves {_fmt(self.leaf_bytes)} not included)",
+            f"  {'op':<22} {'held':>10}  {'share':>6} {'kept':>6} {'recipe':>6} {'dropped':>7}"
+            f" {'recompute':>10}",
         ]
-        for name, n in self.by_op.items():
+        names = list(self.by_op) + sorted(set(self.ops) - set(self.by_op))
+        for name in names:
+            n = self.by_op.get(name, 0)
             share = 100.0 * n / self.total_bytes if self.total_bytes else 0.0
-            lines.append(f"  {name:<16} {_fmt(n):>10}  {share:5.1f}%")
+            c = self.ops.get(name, OpCounts())
+            lines.append(
+                f"  {name:<22} {_fmt(n):>10}  {share:5.1f}% {c.kept:>6} {c.recipes:>6} "
+                f"{c.dropped:>7} {_flops(c.recompute_cost):>10}"
+            )
         return "\n".join(lines)
+
+
+@dataclass
+class OpCounts:
+    """One op name's nodes in a graph: ``kept`` (values kept), ``recipes`` (recomputed when a
+    backward step reads them), ``dropped`` (of the recipes, dropped by a budget) and
+    ``recompute_cost`` (estimated flop-equivalents to recompute all its recipes once)."""
+
+    kept: int = 0
+    recipes: int = 0
+    dropped: int = 0
+    recompute_cost: float = 0.0
+
+
+def _flops(c: float) -> str:
+    for unit in ("", "K", "M", "G", "T"):
+        if c < 1000.0:
+            return f"{c:.0f}{unit}" if not unit else f"{c:.1f}{unit}"
+        c /= 1000.0
+    return f"{c:.1f}P"
 
 
 def _fmt(n: int) -> str:
@@ -116,10 +157,13 @@ def report(tensor: Tensor) -> MemoryReport:
     if root is None:
         return MemoryReport(0)
     by_op: dict[str, int] = {}
+    ops: dict[str, OpCounts] = {}
     seen_buffers: set[tuple[str, int]] = set()
     leaf_bytes = 0
     num_nodes = 0
     num_recipes = 0
+    num_dropped = 0
+    children: dict[Node, int] = {}
     seen = {root}
     stack = [root]
     while stack:  # iterative: graphs may be tens of thousands of nodes deep
@@ -128,8 +172,17 @@ def report(tensor: Tensor) -> MemoryReport:
             if n.consumed:
                 continue
             num_nodes += 1
+            c = ops.get(n.spec.name)
+            if c is None:
+                c = ops[n.spec.name] = OpCounts()
             if n.recipe:
                 num_recipes += 1
+                c.recipes += 1
+                if getattr(n, "dropped", False):
+                    num_dropped += 1
+                    c.dropped += 1
+            else:
+                c.kept += 1
         for name, value in _held(n):
             key, nbytes = _buffer(value)
             if key in seen_buffers:
@@ -140,8 +193,47 @@ def report(tensor: Tensor) -> MemoryReport:
             else:
                 by_op[name] = by_op.get(name, 0) + nbytes
         for p in n.parents:
-            if p is not None and p not in seen:
-                seen.add(p)
-                stack.append(p)
+            if p is not None:
+                children[p] = children.get(p, 0) + 1
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+    if num_recipes:  # what one backward would recompute, and its estimated cost
+        needed, _ = plan(children, root)
+        for n in needed:
+            if n.recipe and n.spec is not None:
+                ops[n.spec.name].recompute_cost += _cost(n)
     by_op = dict(sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0])))
-    return MemoryReport(sum(by_op.values()), by_op, leaf_bytes, num_nodes, num_recipes)
+    ledger = ledger_of(root)
+    return MemoryReport(
+        sum(by_op.values()),
+        by_op,
+        leaf_bytes,
+        num_nodes,
+        num_recipes,
+        num_dropped,
+        ops,
+        ledger.limit if ledger is not None else None,
+    )
+
+
+def _cost(n: Node) -> float:
+    """A recipe's estimated recompute cost (a budget node carries it; else from its shapes,
+    the output taken as large as its largest input)."""
+    c = getattr(n, "cost", None)
+    if c is not None:
+        return float(c)
+    shapes = n.shapes
+    out = max(shapes, key=_numel) if shapes else ()
+    return recompute_cost(n.spec, shapes, out, n.attrs)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    k = 1
+    for d in shape:
+        k *= d
+    return k
+
+
+from .budget import ledger_of  # noqa: E402  (budget.py reads _buffer and _fmt from here)
+from .recompute import plan  # noqa: E402

@@ -1,9 +1,10 @@
-"""Gradient checkpointing strategies (SEMANTICS.md §7): the protocol and the built-in two.
+"""Gradient checkpointing strategies (SEMANTICS.md §7): the protocol and the built-in three.
 
 A strategy answers one question per recorded op: does the node keep the values its backward
 reads, or only a recipe (its row and its parents) to recompute them from during backward?
 ``GradientCheckpointingStrategy`` is the protocol; ``Disabled`` and ``Balanced`` are instances of
-its two built-in subclasses, held as class attributes. A new strategy is one subclass.
+its built-in subclasses, held as class attributes, and ``budget(bytes=, fraction=)`` makes a
+memory budget (``budget.py`` holds its record side). A new strategy is one subclass.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from ..autodiff.node import Node
     from ..ops.registry import OpSpec
+
+from ..errors import AutodiffError
 
 
 class _Listed(abc.ABCMeta):
@@ -32,6 +35,8 @@ class GradientCheckpointingStrategy(metaclass=_Listed):
     ``Disabled`` (the default): every op keeps what its backward reads.
     ``Balanced``: memory-bound ops keep only a recipe (their op and parents) and are recomputed
     during backward, once, from the nearest kept ancestors; compute-bound ops keep their outputs.
+    ``budget(bytes=..., fraction=...)``: values are kept until the graph's saved bytes would pass
+    the budget, then the held values cheapest to recompute per byte freed are dropped.
 
     A subclass implements ``keeps``; one that never answers ``False`` sets ``recipes = False``,
     so the recorder skips the checkpointing path (and the question) altogether. Strategies compare
@@ -53,6 +58,17 @@ class GradientCheckpointingStrategy(metaclass=_Listed):
     Balanced: ClassVar[GradientCheckpointingStrategy]
     name: ClassVar[str] = "custom"  # shown in repr and error messages
     recipes: ClassVar[bool] = True  # False: ``keeps`` is always True (read on the record path)
+    budgeted: ClassVar[bool] = False  # True: the record side is ``budget.record`` (a budget)
+
+    @staticmethod
+    def budget(
+        bytes: int | None = None, fraction: float | None = None
+    ) -> GradientCheckpointingStrategy:
+        """A memory budget for the saved values of each graph: exactly one of ``bytes`` (an int)
+        or ``fraction`` (0 < f <= 1, of the ``Disabled`` peak of the same graph, measured on its
+        first step and reused for later steps of the same shapes). Any value with a recipe,
+        compute-bound too, may be dropped to stay under it (SEMANTICS.md §7)."""
+        return _Budget(bytes, fraction)
 
     @abc.abstractmethod
     def keeps(self, spec: OpSpec, parents: tuple[Node | None, ...]) -> bool:
@@ -100,6 +116,49 @@ class _Balanced(GradientCheckpointingStrategy):
 
     def keeps(self, spec: OpSpec, parents: tuple[Node | None, ...]) -> bool:
         return not spec.memory_bound
+
+
+class _Budget(GradientCheckpointingStrategy):
+    """Keep values until the graph's saved bytes would pass a budget, then drop the cheapest to
+    recompute per byte freed (``budget.py``)."""
+
+    __slots__ = ("bytes", "fraction")
+    name = "Budget"
+    budgeted = True
+
+    def __init__(self, bytes: int | None = None, fraction: float | None = None) -> None:
+        if (bytes is None) == (fraction is None):
+            raise AutodiffError(
+                "GradientCheckpointingStrategy.budget: expected exactly one of bytes= or "
+                f"fraction=, got bytes={bytes!r}, fraction={fraction!r}. Hint: budget(fraction=0.4)"
+                " (of the Disabled peak) or budget(bytes=2**30)."
+            )
+        if bytes is not None and (type(bytes) is bool or not isinstance(bytes, int) or bytes <= 0):
+            raise AutodiffError(
+                f"GradientCheckpointingStrategy.budget: expected bytes to be a positive int, got "
+                f"{bytes!r}. Hint: budget(bytes=512 * 2**20) for 512 MiB."
+            )
+        if fraction is not None:
+            ok = isinstance(fraction, (int, float)) and type(fraction) is not bool
+            if not ok or not 0.0 < float(fraction) <= 1.0:
+                raise AutodiffError(
+                    "GradientCheckpointingStrategy.budget: expected fraction in (0, 1] (of the "
+                    f"Disabled peak), got {fraction!r}. Hint: budget(fraction=0.5)."
+                )
+            fraction = float(fraction)
+        self.bytes = bytes
+        self.fraction = fraction
+
+    def keeps(self, spec: OpSpec, parents: tuple[Node | None, ...]) -> bool:
+        return True  # the record side is budget.record; nothing is dropped before the budget
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.bytes, self.fraction)
+
+    def __repr__(self) -> str:
+        if self.bytes is not None:
+            return f"GradientCheckpointingStrategy.budget(bytes={self.bytes})"
+        return f"GradientCheckpointingStrategy.budget(fraction={self.fraction})"
 
 
 GradientCheckpointingStrategy.Disabled = _Disabled()

@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     elementwise,
     indexing,
     linalg,
+    linear_ce,
     movement,
     nn,
     reduce,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, defop
+from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, conv_flops, defop
 
 CB = Cost.COMPUTE_BOUND
 F = Domain.FLOAT
@@ -43,6 +43,7 @@ def _conv2d_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_conv2d_examples,
+    flops=conv_flops,
 )
 def conv2d_backward(ctx: Any, grad: Any) -> Grads:
     x, w, _ = ctx.inputs
@@ -91,6 +92,7 @@ def _conv_t_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_conv_t_examples,
+    flops=conv_flops,
 )
 def conv_transpose2d_backward(ctx: Any, grad: Any) -> Grads:
     x, w, _ = ctx.inputs

@@ -331,7 +331,7 @@ def mask_fill_backward(ctx: Any, grad: Any) -> Grads:
 @defop(
     "cast",
     arity=1,
-    cost=Cost.COMPUTE_BOUND,
+    cost=Cost.MEMORY_BOUND,
     forward=lambda b, x, dtype, src: b.cast(x, dtype),
     examples=_cast_examples,
 )

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Precision, Saves, defop
+from .registry import (
+    Cost,
+    Domain,
+    Examples,
+    Grads,
+    Precision,
+    Saves,
+    defop,
+    linear_flops,
+    matmul_flops,
+)
 
 
 def _matmul_examples(rng: Any) -> Examples:
@@ -24,6 +34,7 @@ def _matmul_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=Domain.NUMERIC,
     examples=_matmul_examples,
+    flops=matmul_flops,
 )
 def matmul_backward(ctx: Any, grad: Any) -> Grads:
     x, y = ctx.inputs
@@ -58,6 +69,7 @@ def _linear_examples(rng: Any) -> Examples:
     saves=Saves.INPUTS,
     dtypes=Domain.FLOAT,
     examples=_linear_examples,
+    flops=linear_flops,
 )
 def linear_backward(ctx: Any, grad: Any) -> Grads:
     """x (*, K) @ w (N, K)^T + b (N,): one fused row (a single addmm on torch).

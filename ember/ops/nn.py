@@ -3,10 +3,12 @@
 Each is one row with one saved activation set, not a chain of primitives. The softmax,
 normalisation and attention rows write their backward once here, with backend primitives; a
 backend may replace it with a fused kernel the row names (``fused_backward``: cuDNN / flash
-attention, ATen's norm backwards). The loss rows' backwards are one kernel call. All are
-compute-bound (their outputs are kept under ``Balanced``) except the
-elementwise binary cross-entropy rows, which are memory-bound. Inputs that get no gradient (class
-indices, embedding indices) are plain int arrays; every float input gets its gradient.
+attention, ATen's norm backwards). The loss rows' backwards are one kernel call. Cost classes
+(SEMANTICS.md §7): softmax, log-softmax, the normalisation rows and the elementwise binary
+cross-entropy rows are one pass over memory (memory-bound: a recipe under ``Balanced``);
+attention, embedding and the other losses are compute-bound (their outputs are kept). Inputs
+that get no gradient (class indices, embedding indices) are plain int arrays; every float input
+gets its gradient.
 """
 
 from __future__ import annotations
@@ -14,7 +16,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .registry import Cost, Domain, Examples, Grads, Precision, Saves, _need, defop
+from .registry import (
+    Cost,
+    Domain,
+    Examples,
+    Grads,
+    Precision,
+    Saves,
+    _need,
+    attention_flops,
+    defop,
+)
 
 CB = Cost.COMPUTE_BOUND
 MB = Cost.MEMORY_BOUND
@@ -33,7 +45,7 @@ def _softmax_examples(rng: Any) -> Examples:
 @defop(
     "softmax",
     arity=1,
-    cost=CB,
+    cost=MB,
     saves=Saves.OUTPUT,
     dtypes=F,
     examples=_softmax_examples,
@@ -49,7 +61,7 @@ def softmax_backward(ctx: Any, grad: Any) -> Grads:
 @defop(
     "log_softmax",
     arity=1,
-    cost=CB,
+    cost=MB,
     saves=Saves.OUTPUT,
     dtypes=F,
     examples=_softmax_examples,
@@ -136,7 +148,7 @@ def _layer_norm_examples(rng: Any) -> Examples:
     "layer_norm",
     precision=Precision.FULL,
     arity=3,
-    cost=CB,
+    cost=MB,
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_layer_norm_examples,
@@ -166,7 +178,7 @@ def _rms_norm_examples(rng: Any) -> Examples:
 @defop(
     "rms_norm",
     arity=2,
-    cost=CB,
+    cost=MB,
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_rms_norm_examples,
@@ -194,7 +206,7 @@ def _batch_norm_examples(rng: Any) -> Examples:
     "batch_norm",
     precision=Precision.FULL,
     arity=3,
-    cost=CB,
+    cost=MB,
     saves=Saves.INPUTS,
     dtypes=F,
     examples=_batch_norm_examples,
@@ -391,6 +403,7 @@ def _attention_examples(rng: Any) -> Examples:
     dtypes=F,
     examples=_attention_examples,
     fused_backward="attention_backward",
+    flops=attention_flops,
 )
 def attention_backward(ctx: Any, grad: Any) -> Grads:
     q, k, v, bias, keep = ctx.inputs

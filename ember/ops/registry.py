@@ -98,6 +98,9 @@ class OpSpec:
     smooth: bool = True  # False where finite differences don't apply (kinks are avoided by domain)
     precision: Precision = Precision.KEEP  # what amp does with the float operands
     fused_backward: str | None = None  # a backend kernel that may replace the rule (see below)
+    # the row's recompute cost estimate, ``flops(input_shapes, attrs) -> float`` (multiply-adds
+    # and passes); ``None``: its class's default per output element (``ember.checkpoint.cost``)
+    flops: Callable[[tuple[tuple[int, ...], ...], dict[str, Any]], float] | None = None
     rule: Rule | None = field(init=False)  # the row's own rule, written once for every backend
     saves_inputs: bool = field(init=False)
     saves_output: bool = field(init=False)
@@ -173,6 +176,7 @@ def defop(
     smooth: bool = True,
     precision: Precision = Precision.KEEP,
     fused_backward: str | None = None,
+    flops: Callable[[tuple[tuple[int, ...], ...], dict[str, Any]], float] | None = None,
 ) -> Callable[[Rule], Rule]:
     """Decorate a backward rule to register the op ``name``."""
 
@@ -191,6 +195,7 @@ def defop(
                 smooth,
                 precision,
                 fused_backward,
+                flops,
             )
         )
         return rule
@@ -218,6 +223,45 @@ def nondiff(
     return register(
         OpSpec(name, arity, None, Cost.MEMORY_BOUND, Saves.NONE, forward, None, dtypes, examples)
     )
+
+
+# ---------------------------------------------------------------- recompute cost estimates
+Shapes = tuple[tuple[int, ...], ...]
+
+
+def _prod(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def matmul_flops(shapes: Shapes, attrs: dict[str, Any]) -> float:
+    """Multiply-adds of ``x @ y``: batch x M x K x N (1-D operands count as one row/column)."""
+    x, y = shapes
+    k = x[-1] if x else 1
+    n = y[-1] if len(y) > 1 else 1
+    extra = max(1, _prod(y[:-2]) // max(1, _prod(x[:-2])))  # batch dims only y has
+    return float(_prod(x[:-1]) * k * n * extra)
+
+
+def linear_flops(shapes: Shapes, attrs: dict[str, Any]) -> float:
+    """Multiply-adds of ``x (*, K) @ w (N, K)^T``."""
+    x, w = shapes[0], shapes[1]
+    return float(_prod(x) * w[0])
+
+
+def conv_flops(shapes: Shapes, attrs: dict[str, Any]) -> float:
+    """Multiply-adds of a 2-D (transposed) convolution, about input size x kernel fan-out."""
+    x, w = shapes[0], shapes[1]
+    stride = attrs.get("stride", (1, 1))
+    return float(_prod(x) * _prod(w[1:]) * w[0] / max(1, _prod(stride)) / max(1, x[1]))
+
+
+def attention_flops(shapes: Shapes, attrs: dict[str, Any]) -> float:
+    """Multiply-adds of ``softmax(q k^T) v``: two products over (L, S)."""
+    q, k, v = shapes[0], shapes[1], shapes[2]
+    return float(_prod(q[:-1]) * k[-2] * (q[-1] + v[-1]))
 
 
 # Each backend owns a kernel table (``ember.backend.base.KernelTable``) that reads its rows here.

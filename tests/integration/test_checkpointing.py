@@ -131,7 +131,9 @@ def test_transformer_block_with_dropout_and_layer_norm_bit_exact(
 
 def test_10000_op_chain_bit_exact(device: em.Device) -> None:
     counts = _check_bit_exact(device, _chain)
-    assert len(counts) > 9_000
+    # one output in MAX_CHAIN + 1 is kept along the chain (ember.checkpoint.record): the rest
+    # of the 10,000 are recipes, nearly all recomputed
+    assert len(counts) > 7_500
 
 
 @pytest.mark.slow

@@ -61,9 +61,11 @@ def test_row_matches_torch(name: str) -> None:
 
 
 def test_cost_classes_follow_semantics() -> None:
-    # SEMANTICS.md section 7: activations memory-bound; conv, pooling, fused kernels compute-bound
+    # SEMANTICS.md section 7: activations, softmax / log-softmax and the normalisation rows are
+    # memory-bound (one pass); conv, pooling, attention and the other fused rows compute-bound
     memory_bound = {"relu", "gelu", "silu", "sigmoid", "binary_cross_entropy",
-                    "binary_cross_entropy_with_logits"}  # fmt: skip
+                    "binary_cross_entropy_with_logits", "softmax", "log_softmax", "layer_norm",
+                    "rms_norm", "batch_norm"}  # fmt: skip
     for name in NAMES:
         want = Cost.MEMORY_BOUND if name in memory_bound else Cost.COMPUTE_BOUND
         assert OPS[name].cost is want, name

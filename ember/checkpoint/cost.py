@@ -1,0 +1,39 @@
+"""Recompute cost estimates of recorded ops, read by the budget strategy and ``report``.
+
+The unit is a flop-equivalent: one multiply-add counts 2, one element read or written counts
+``PASS`` (a pass over memory costs about that many arithmetic operations on the devices ember
+targets). A row declares its arithmetic with ``OpSpec.flops(input_shapes, attrs)`` (matmul,
+linear, convolutions, attention, fused losses); without one, a memory-bound row costs one pass
+over its inputs and output, a compute-bound row ``COMPUTE_PASSES`` of them (reductions, pooling,
+sorts, gathers). Only the ratios matter: they rank what a budget drops first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..ops.registry import OpSpec
+
+PASS = 8.0  # flop-equivalents per element read or written
+COMPUTE_PASSES = 4.0  # a compute-bound row without a ``flops`` estimate: this many passes
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def recompute_cost(
+    spec: OpSpec,
+    shapes: tuple[tuple[int, ...], ...],
+    out_shape: tuple[int, ...],
+    attrs: dict[str, object],
+) -> float:
+    """Estimated cost of running ``spec``'s forward once on inputs of ``shapes``."""
+    moved = PASS * (sum(map(_numel, shapes)) + _numel(out_shape))
+    if spec.flops is not None:
+        return 2.0 * spec.flops(shapes, attrs) + moved
+    return moved if spec.memory_bound else COMPUTE_PASSES * moved
