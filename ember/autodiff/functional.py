@@ -12,11 +12,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeviceError, DTypeError, ShapeError
+from .requirement import Requirement
 
 if TYPE_CHECKING:
     from .._core.tensor import Tensor
 
 TensorOrSeq = Any  # a Tensor, or a sequence of them
+_GRAD = Requirement.GRAD
 
 
 def _tensors(op: str, what: str, value: TensorOrSeq) -> list[Tensor]:
@@ -101,11 +103,28 @@ def _grad(
                 "Move them with .to_device(...) first."
             )
     seeds = _seeds(op, outs, grad_outputs)
-    strategy = outs[0]._strategy if create_graph else None
     wanted = {x._node for x in ins if x._node is not None}
+    if consume and not create_graph and len(outs) == 1:
+        if all(n.requirement is _GRAD for n in wanted):  # leaves only: the first-order engine
+            return _first_order(outs[0], seeds[0], ins)
+    strategy = outs[0]._strategy if create_graph else None
     roots = [o._node for o in outs]
     found = graph_pass(roots, seeds, outs[0]._dev, strategy, wanted, consume=consume)  # type: ignore[arg-type]
     return tuple(None if x._node is None else found.get(x._node) for x in ins)
+
+
+def _first_order(out: Tensor, seed: Tensor, ins: list[Tensor]) -> tuple[Tensor | None, ...]:
+    """``grad`` of one output by require-grad leaves, no graph recorded: ``run_backward``."""
+    from .._core.dispatch import wrap
+    from .engine import run_backward
+
+    assert out._node is not None
+    found = run_backward(out._node, seed._data)
+    result: list[Tensor | None] = []
+    for x in ins:
+        g = None if x._node is None else found.get(x._node.id)
+        result.append(None if g is None else wrap(type(x), g, x._dev))
+    return tuple(result)
 
 
 def grad(
