@@ -3,6 +3,16 @@
 Each scheduler yields the rate for step 0, 1, 2, ... and can save and restore its position
 (``state()`` / ``load_state()``) so a training record resumes the schedule.
 
+A "step" is one ``next()``. Schedulers built with ``per_epoch=True`` (``Step``, ``MultiStep``,
+``Exponential``, the cosines: PyTorch users step these once per epoch) count epochs instead:
+``em.train.Learner`` advances them once per epoch, and uses that rate for every optimizer step
+of the epoch; in a hand-written loop, call ``next()`` once per epoch. ``ReduceOnPlateau`` moves
+on the metric you ``report`` (see its docstring). PyTorch names: ``StepLR`` -> ``Step``,
+``MultiStepLR`` -> ``MultiStep``, ``ExponentialLR`` -> ``Exponential``, ``CosineAnnealingLR`` ->
+``CosineAnnealing(periodic=True)``, ``OneCycleLR`` -> ``OneCycle``,
+``CosineAnnealingWarmRestarts`` -> ``CosineAnnealingWarmRestarts``, ``ReduceLROnPlateau`` ->
+``ReduceOnPlateau``.
+
 Example:
     >>> sched = Composed([(Linear(0.0, 1e-3, 100), 100), (CosineAnnealing(1e-3, 0.0, 900), 900)])
     >>> lr = next(sched)
@@ -10,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -18,10 +29,13 @@ from ..errors import ShapeError
 
 
 class LrScheduler(Iterator[float]):
-    """Base class: ``next()`` returns the rate at the current step and advances."""
+    """Base class: ``next()`` returns the rate at the current step and advances.
 
-    def __init__(self) -> None:
+    ``per_epoch``: the schedule counts epochs (``Learner`` calls ``next()`` once per epoch)."""
+
+    def __init__(self, *, per_epoch: bool = False) -> None:
         self.step = 0
+        self.per_epoch = bool(per_epoch)
 
     def rate(self, step: int) -> float:
         """The rate at ``step`` (pure; does not move the scheduler)."""
@@ -77,24 +91,36 @@ class Linear(LrScheduler):
 class CosineAnnealing(LrScheduler):
     """Half a cosine from ``initial`` down to ``min_lr`` over ``num_iters`` steps, then ``min_lr``.
 
-    ``lr = min_lr + (initial - min_lr) * (1 + cos(pi * step / num_iters)) / 2``.
+    ``lr = min_lr + (initial - min_lr) * (1 + cos(pi * step / num_iters)) / 2``. With
+    ``periodic=True`` the cosine goes on past ``num_iters`` (back up to ``initial`` at
+    ``2 num_iters``, and so on), as ``torch.optim.lr_scheduler.CosineAnnealingLR`` does.
     """
 
-    def __init__(self, initial: float, min_lr: float = 0.0, num_iters: int = 1000) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        initial: float,
+        min_lr: float = 0.0,
+        num_iters: int = 1000,
+        *,
+        periodic: bool = False,
+        per_epoch: bool = False,
+    ) -> None:
+        super().__init__(per_epoch=per_epoch)
         self.initial, self.min_lr = float(initial), float(min_lr)
         self.num_iters = _positive("CosineAnnealing", "num_iters", num_iters)
+        self.periodic = bool(periodic)
 
     def rate(self, step: int) -> float:
-        frac = min(step, self.num_iters) / self.num_iters
+        n = step if self.periodic else min(step, self.num_iters)
+        frac = n / self.num_iters
         return self.min_lr + (self.initial - self.min_lr) * (1.0 + math.cos(math.pi * frac)) / 2
 
 
 class Exponential(LrScheduler):
-    """``initial * gamma ** step``."""
+    """``initial * gamma ** step`` (``ExponentialLR``; ``per_epoch=True`` to count epochs)."""
 
-    def __init__(self, initial: float, gamma: float) -> None:
-        super().__init__()
+    def __init__(self, initial: float, gamma: float, *, per_epoch: bool = False) -> None:
+        super().__init__(per_epoch=per_epoch)
         self.initial, self.gamma = float(initial), float(gamma)
 
     def rate(self, step: int) -> float:
@@ -102,15 +128,45 @@ class Exponential(LrScheduler):
 
 
 class Step(LrScheduler):
-    """``initial * gamma ** (step // step_size)``."""
+    """``initial * gamma ** (step // step_size)`` (``StepLR``; ``per_epoch=True`` to count
+    epochs)."""
 
-    def __init__(self, initial: float, step_size: int, gamma: float = 0.1) -> None:
-        super().__init__()
+    def __init__(
+        self, initial: float, step_size: int, gamma: float = 0.1, *, per_epoch: bool = False
+    ) -> None:
+        super().__init__(per_epoch=per_epoch)
         self.initial, self.gamma = float(initial), float(gamma)
         self.step_size = _positive("Step", "step_size", step_size)
 
     def rate(self, step: int) -> float:
         return self.initial * self.gamma ** (step // self.step_size)
+
+
+class MultiStep(LrScheduler):
+    """``initial * gamma ** (number of milestones <= step)`` (``MultiStepLR``; ``per_epoch=True``
+    to count epochs). A milestone listed twice counts twice, as in PyTorch.
+
+    Example:
+        >>> sched = MultiStep(0.1, milestones=[30, 80], gamma=0.1, per_epoch=True)
+    """
+
+    def __init__(
+        self,
+        initial: float,
+        milestones: Sequence[int],
+        gamma: float = 0.1,
+        *,
+        per_epoch: bool = False,
+    ) -> None:
+        super().__init__(per_epoch=per_epoch)
+        self.initial, self.gamma = float(initial), float(gamma)
+        bad = [m for m in milestones if isinstance(m, bool) or not isinstance(m, int) or m < 0]
+        if bad:
+            raise ShapeError(f"MultiStep: expected milestones to be ints >= 0, got {bad}.")
+        self.milestones = sorted(int(m) for m in milestones)
+
+    def rate(self, step: int) -> float:
+        return self.initial * self.gamma ** bisect.bisect_right(self.milestones, step)
 
 
 class Noam(LrScheduler):
@@ -150,3 +206,9 @@ class Composed(LrScheduler):
                 return sched.rate(step - start)
             start += n
         return self.parts[-1][0].rate(step - start)
+
+
+# the schedulers with their own module (they build on LrScheduler above)
+from .lr_cycles import CosineAnnealingWarmRestarts as CosineAnnealingWarmRestarts  # noqa: E402
+from .lr_cycles import OneCycle as OneCycle  # noqa: E402
+from .lr_plateau import ReduceOnPlateau as ReduceOnPlateau  # noqa: E402
