@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from .base import AnyTensor
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -33,9 +34,7 @@ _OP = "index"
 
 def _as_index_array(k: Any) -> np.ndarray:
     """A list or tensor entry of a key as a NumPy int or bool array."""
-    from .tensor import Tensor
-
-    if isinstance(k, Tensor):
+    if isinstance(k, AnyTensor):
         dt = k.dtype
         if not (dt.is_int or dt.is_bool):
             raise DTypeError(
@@ -59,8 +58,6 @@ def _as_index_array(k: Any) -> np.ndarray:
 
 def _expand(shape: tuple[int, ...], key: tuple[Any, ...]) -> list[Any]:
     """Entries with lists/tensors as arrays and ``...`` expanded to full slices."""
-    from .tensor import Tensor
-
     entries: list[Any] = []
     used = 0
     n_ellipsis = 0
@@ -73,7 +70,7 @@ def _expand(shape: tuple[int, ...], key: tuple[Any, ...]) -> list[Any]:
         elif isinstance(k, slice):
             entries.append(k)
             used += 1
-        elif isinstance(k, (Tensor, list, tuple)):
+        elif isinstance(k, (AnyTensor, list, tuple)):
             a = _as_index_array(k)
             if a.dtype.kind == "b" and a.ndim == 0:
                 raise ShapeError(
@@ -121,8 +118,6 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
         >>> x[x > 0].tolist(), x[em.tensor([1, 0]), 0].tolist()
         ([1.0, 4.0], [-3.0, 1.0])
     """
-    from .tensor import Tensor
-
     shape = t.shape
     key = key if isinstance(key, tuple) else (key,)
     strategy = _key_context(t, key)
@@ -191,7 +186,7 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
     rows = 1
     for n in lead:
         rows *= n
-    idx = Tensor.from_data(flat.reshape(-1), device=t._dev, dtype="int64")
+    idx = type(t).from_data(flat.reshape(-1), device=t._dev, dtype="int64")
     out = y.reshape((rows, *rest)).select(0, idx).reshape((*bshape, *rest))
 
     # adjacent advanced dims keep their place, separated ones go first
@@ -210,11 +205,10 @@ def index_with_tensors(t: Tensor, key: Any) -> Tensor:
 def _key_context(t: Tensor, key: tuple[Any, ...]) -> Any:
     """Check the key's tensors as operands (same device, one strategy); the key's strategy."""
     from . import checks
-    from .tensor import Tensor
 
     strategy = t._strategy
     for k in key:
-        if not isinstance(k, Tensor):
+        if not isinstance(k, AnyTensor):
             continue
         checks.same_device(_OP, t._dev, k._dev)
         s = k._strategy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,8 +11,12 @@ from ..backend.registry import seed_all
 from ..dtype import DType, as_dtype, bool_, float32, int64
 from ..errors import DTypeError, ShapeError
 from . import checks
+from .base import AnyTensor
 from .device import Device, default_device
 from .dispatch import as_scalar, wrap
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 _INT_KINDS = "iu"
 
@@ -76,9 +80,7 @@ def _device(device: Device | None) -> Device:
 
 
 def _np_source(data: Any) -> np.ndarray:
-    from .tensor import Tensor
-
-    if isinstance(data, Tensor):
+    if isinstance(data, AnyTensor):
         return data.to_numpy()
     try:
         a = np.asarray(data)
@@ -116,6 +118,7 @@ def _has_big_int(data: Any) -> bool:
 # NumPy int dtypes whose every value an ember int dtype holds (np.iinfo costs microseconds)
 _SMALL_INTS = [np.dtype(t) for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16)]
 _FITS = {
+    "int8": frozenset([np.dtype(np.int8)]),
     "int32": frozenset(_SMALL_INTS),
     "int64": frozenset([*_SMALL_INTS, np.dtype(np.uint32), np.dtype(np.int64)]),
 }
@@ -180,10 +183,10 @@ def _infer_dtype(a: np.ndarray, data: Any) -> DType:
     )
 
 
-def from_data(data: Any, *, device: Device | None = None, dtype: Any = None) -> Any:
+def from_data(
+    cls: type[Tensor], data: Any, *, device: Device | None = None, dtype: Any = None
+) -> Any:
     """A tensor holding a copy of ``data``; Python floats give float32, ints int64."""
-    from .tensor import Tensor
-
     dev = _device(device)
     a = _np_source(data)
     dt = _infer_dtype(a, data) if dtype is None else as_dtype(dtype)
@@ -192,15 +195,15 @@ def from_data(data: Any, *, device: Device | None = None, dtype: Any = None) -> 
     elif a.dtype.itemsize > dt.itemsize:
         # values beyond the narrower float's range round to +-inf (IEEE), without NumPy's warning
         with np.errstate(over="ignore"):
-            return wrap(Tensor, dev._plain.b.from_numpy(a, dt), dev._plain, dev._strategy)
+            return wrap(cls, dev._plain.b.from_numpy(a, dt), dev._plain, dev._strategy)
     plain = dev._plain
     raw = plain.b.from_numpy(a, dt)
-    return wrap(Tensor, raw, plain, dev._strategy)
+    return wrap(cls, raw, plain, dev._strategy)
 
 
-def full(shape: Any, value: Any, *, device: Device | None, dtype: Any, op: str) -> Any:
-    from .tensor import Tensor
-
+def full(
+    cls: type[Tensor], shape: Any, value: Any, *, device: Device | None, dtype: Any, op: str
+) -> Any:
     dev = _device(device)
     s = checks.shape_arg(op, shape)
     v = as_scalar(op, value)
@@ -211,7 +214,7 @@ def full(shape: Any, value: Any, *, device: Device | None, dtype: Any, op: str) 
     if not checks.fill_fits(v, dt):
         v = checks.fit(op, v, dt)
     plain = dev._plain
-    return wrap(Tensor, allocate(op, plain.b.full, s, dt, v), plain, dev._strategy)
+    return wrap(cls, allocate(op, plain.b.full, s, dt, v), plain, dev._strategy)
 
 
 def fill_value(op: str, value: Any, dt: DType) -> int | float | bool:
@@ -244,18 +247,16 @@ def _out_of_memory(e: BaseException) -> bool:
     return "can't allocate memory" in msg or "out of memory" in msg or "overflowed" in msg
 
 
-def empty(shape: Any, *, device: Device | None, dtype: Any) -> Any:
-    from .tensor import Tensor
-
+def empty(cls: type[Tensor], shape: Any, *, device: Device | None, dtype: Any) -> Any:
     dev = _device(device)
     s = checks.shape_arg("empty", shape)
     plain = dev._plain
-    return wrap(Tensor, allocate("empty", plain.b.empty, s, as_dtype(dtype)), plain, dev._strategy)
+    return wrap(cls, allocate("empty", plain.b.empty, s, as_dtype(dtype)), plain, dev._strategy)
 
 
-def arange(start: int, end: int | None, step: int, *, device: Device | None) -> Any:
-    from .tensor import Tensor
-
+def arange(
+    cls: type[Tensor], start: int, end: int | None, step: int, *, device: Device | None
+) -> Any:
     if end is None:
         start, end = 0, start
     for v in (start, end, step):
@@ -272,13 +273,14 @@ def arange(start: int, end: int | None, step: int, *, device: Device | None) -> 
     plain = dev._plain
     n = max(0, -((start - end) // step))  # len(range(start, end, step)), without building it
     if n == 0:  # an empty range, as Python's (PyTorch refuses bounds against the step's sign)
-        return wrap(Tensor, plain.b.empty((0,), int64), plain, dev._strategy)
+        return wrap(cls, plain.b.empty((0,), int64), plain, dev._strategy)
     b = plain.b
     raw = allocate("arange", lambda _, dt: b.arange(start, end, step, dt), (n,), int64)
-    return wrap(Tensor, raw, plain, dev._strategy)
+    return wrap(cls, raw, plain, dev._strategy)
 
 
 def random(
+    cls: type[Tensor],
     shape: Any,
     distribution: Distribution,
     *,
@@ -288,8 +290,6 @@ def random(
 ) -> Any:
     """Samples of ``distribution`` drawn from ``generator`` (an ``em.Generator``) or, when it is
     ``None``, from the device's default generator."""
-    from .tensor import Tensor
-
     if not isinstance(distribution, Distribution):
         raise DTypeError(
             "random: expected an em.Distribution (Distribution.uniform/normal/bernoulli), got "
@@ -313,4 +313,4 @@ def random(
             )
         sample = b.uniform if distribution.kind == "uniform" else b.normal
         raw = allocate("random", sample, s, dt, distribution.a, distribution.b)
-    return wrap(Tensor, raw, plain, dev._strategy)
+    return wrap(cls, raw, plain, dev._strategy)

@@ -6,6 +6,7 @@ import operator
 from typing import Any
 
 from ..errors import DTypeError, ShapeError
+from .base import AnyTensor
 
 Key = tuple[Any, ...]
 
@@ -38,9 +39,7 @@ def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
         if used > len(shape):
             raise _too_many(used, shape)
         return _normalize(shape, key, used)
-    from .tensor import Tensor
-
-    if any(isinstance(k, (Tensor, list)) for k in key):
+    if any(isinstance(k, (AnyTensor, list)) for k in key):
         return None
     n_ellipsis = sum(1 for k in key if k is Ellipsis)
     if n_ellipsis > 1:

@@ -1,16 +1,24 @@
-"""Layout methods of ``Tensor``: reshape, permute, expand and their spellings (a mixin)."""
+"""Layout methods of ``Tensor`` (``LayoutMethods``, a mixin): reshape, permute and transpose,
+squeeze/unsqueeze, expand, flip, repeat, triangles, one-hot, narrow/chunk/split and the
+list-input ``cat``/``stack``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ShapeError
+from ..dtype import promote
+from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from . import checks
-from .dispatch import apply, apply1
+from .base import AnyTensor
+from .dispatch import _record, apply, apply1, cast, wrap
+from .index import check_range
 
 if TYPE_CHECKING:
     from .tensor import Tensor
+
 
 _RESHAPE, _PERMUTE, _EXPAND = OPS["reshape"], OPS["permute"], OPS["expand"]
 # resolved arguments of the hot layout ops, checked once per distinct argument: (source shape,
@@ -159,3 +167,250 @@ def expand(self: Tensor, shape: Any) -> Tensor:
     if target == src:
         return self
     return apply(_EXPAND, (self,), {"shape": target})
+
+
+_INDEX = OPS["index"]
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+_FLIP, _REPEAT, _TRIL, _TRIU = OPS["flip"], OPS["repeat_dim"], OPS["tril"], OPS["triu"]
+
+
+def _int_arg(op: str, name: str, v: object, lo: int = 0, hi: int | None = None) -> int:
+    return checks.int_arg(op, name, v, lo, hi)
+
+
+def flip(self: Tensor, dims: int | Sequence[int]) -> Tensor:
+    """Reverse the order of elements along ``dims`` (an int or a sequence of dims).
+
+    Example:
+        >>> em.tensor([[1, 2], [3, 4]]).flip([1]).tolist()
+        [[2, 1], [4, 3]]
+    """
+    ds: Any = (dims,) if isinstance(dims, int) and not isinstance(dims, bool) else dims
+    d = checks.dims("flip", ds, self.ndim)
+    if not d:
+        return self
+    return apply(_FLIP, (self,), {"dims": tuple(sorted(d))})
+
+
+def repeat_dim(self: Tensor, dim: int, times: int) -> Tensor:
+    """Concatenate ``times`` copies along ``dim``: shape (.., n, ..) -> (.., times * n, ..).
+
+    Example:
+        >>> em.tensor([[1, 2]]).repeat_dim(1, 2).tolist()
+        [[1, 2, 1, 2]]
+    """
+    d = checks.dim("repeat_dim", dim, self.ndim)
+    n = _int_arg("repeat_dim", "times", times)
+    if n == 1:
+        return self
+    shape = self.shape
+    checks.alloc("repeat_dim", (*shape[:d], shape[d] * n, *shape[d + 1 :]), self.dtype)
+    return apply(_REPEAT, (self,), {"dim": d, "times": n})
+
+
+def _tri(self: Tensor, op: str, diagonal: int) -> Tensor:
+    if self.ndim < 2:
+        raise ShapeError(
+            f"{op}: expected a tensor of rank >= 2 (the last two dims form the matrices), got "
+            f"shape {self.shape}. Add a dim with unsqueeze_dim."
+        )
+    k = _int_arg(op, "diagonal", diagonal, lo=-(1 << 62), hi=1 << 62)
+    return apply(_TRIL if op == "tril" else _TRIU, (self,), {"diagonal": k})
+
+
+def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+    """Keep elements on and below diagonal ``diagonal`` of the last two dims; zero the rest.
+
+    ``diagonal`` 0 is the main diagonal, positive values go above it, negative below.
+    """
+    return _tri(self, "tril", diagonal)
+
+
+def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+    """Keep elements on and above diagonal ``diagonal`` of the last two dims; zero the rest."""
+    return _tri(self, "triu", diagonal)
+
+
+def one_hot(self: Tensor, num_classes: int) -> Tensor:
+    """One-hot encoding of int class indices: shape (...) -> (..., num_classes), same int dtype.
+
+    Example:
+        >>> em.tensor([0, 2]).one_hot(3).tolist()
+        [[1, 0, 0], [0, 0, 1]]
+    """
+    if not self.dtype.is_int:
+        raise DTypeError(
+            f"one_hot: expected int class indices, got {self.dtype.name}. Convert with .int()."
+        )
+    n = _int_arg("one_hot", "num_classes", num_classes)
+    checks.alloc("one_hot", (*self.shape, n), self.dtype)
+    check_range("one_hot", self, self.ndim, n)
+    classes = type(self).arange(0, n, device=self._dev)
+    return (self.unsqueeze_dim(-1) == classes).cast(self.dtype)
+
+
+def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """Elements ``start .. start + length`` of ``dim`` (a negative ``start`` counts from the end).
+
+    Example:
+        >>> em.tensor([1, 2, 3, 4]).narrow(0, 1, 2).tolist()
+        [2, 3]
+    """
+    d = checks.dim("narrow", dim, self.ndim)
+    size = self.shape[d]
+    s = _int_arg("narrow", "start", start, lo=-size)
+    s = s + size if s < 0 else s
+    n = _int_arg("narrow", "length", length)
+    if s + n > size:
+        raise ShapeError(
+            f"narrow: start {start} + length {length} exceeds size {size} of dim {dim} "
+            f"(shape {self.shape}); expected start + length <= {size}."
+        )
+    return _piece(self, d, s, n)
+
+
+def _piece(x: Tensor, d: int, start: int, length: int) -> Tensor:
+    # the key is already in normalize_key's form: the index row directly, no key parsing
+    return apply(_INDEX, (x,), {"key": (slice(None),) * d + (slice(start, start + length),)})
+
+
+def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
+    """Consecutive ``index`` pieces of ``step`` along ``d`` (the last holds the remainder).
+
+    Each piece is its own ``index`` row, as ``narrow`` records it. Their
+    values come from one ``split_views`` call (one split kernel where a backend has a cheaper
+    one than indexing each piece: the same views).
+    """
+    starts = range(0, size, step)
+    if len(starts) < 2:
+        return [_piece(x, d, s, min(step, size - s)) for s in starts]
+    data = x._data
+    dev = x._dev
+    b = dev.b
+    lead = (slice(None),) * d
+    keys = [(*lead, slice(s, min(s + step, size))) for s in starts]
+    outs = b.split_views(data, [min(step, size - s) for s in starts], d)
+    strategy = x._strategy
+    cls = x.__class__
+    pieces = []
+    for key, out in zip(keys, outs):
+        if type(out) is not b.array_type:
+            out = b.asarray(out)
+        if strategy is None:
+            pieces.append(wrap(cls, out, dev))
+        else:
+            pieces.append(
+                _record(_INDEX, cls, (x._node,), (data,), out, {"key": key}, strategy, dev)
+            )
+    return pieces
+
+
+def chunk(self: Tensor, chunks: int, dim: int = 0) -> list[Tensor]:
+    """Split ``dim`` into pieces of ``ceil(size / chunks)``, the last possibly smaller.
+
+    As in PyTorch, fewer than ``chunks`` pieces come back when the size runs out first, and a
+    size-0 dim gives ``chunks`` empty pieces.
+
+    Example:
+        >>> [c.shape for c in em.Tensor.zeros((5,)).chunk(3)]
+        [(2,), (2,), (1,)]
+    """
+    d = checks.dim("chunk", dim, self._data.ndim)
+    n = _int_arg("chunk", "chunks", chunks, lo=1)
+    size = self._data.shape[d]
+    if size == 0:
+        return [self.narrow(d, 0, 0) for _ in range(n)]
+    return _pieces(self, d, size, -(-size // n))
+
+
+def split(self: Tensor, split_size: int, dim: int = 0) -> list[Tensor]:
+    """Pieces of ``split_size`` along ``dim``; the last holds the remainder.
+
+    Example:
+        >>> [c.shape for c in em.Tensor.zeros((5,)).split(2)]
+        [(2,), (2,), (1,)]
+    """
+    d = checks.dim("split", dim, self._data.ndim)
+    step = _int_arg("split", "split_size", split_size, lo=1)
+    size = self._data.shape[d]
+    if size == 0:
+        return [self]
+    return _pieces(self, d, size, step)
+
+
+def _common(op: str, tensors: Sequence[Tensor]) -> list[Tensor]:
+    ts = list(tensors)
+    if not ts:
+        raise ShapeError(f"{op}: expected a non-empty list of tensors, got an empty one.")
+    for t in ts:
+        if not isinstance(t, AnyTensor):
+            if getattr(t, "is_quantized", None) is not None:  # a QuantizedTensor
+                raise DTypeError(
+                    f"{op}: expected float or int tensors, got a quantized one. Join quantized "
+                    "tensors of one scheme with QuantizedTensor.cat(qs, dim) (q.cat), or "
+                    "dequantize() them first."
+                )
+            raise ShapeError(f"{op}: expected tensors, got {type(t).__name__}.")
+    dt = ts[0].dtype
+    for t in ts[1:]:
+        dt = promote(dt, t.dtype)
+    return [cast(t, dt) for t in ts]
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    ts = _common("cat", tensors)
+    ref = ts[0].shape
+    if not ref:
+        raise ShapeError("cat: 0-d tensors cannot be concatenated; use stack.")
+    d = checks.dim("cat", dim, len(ref))
+    for i, t in enumerate(ts):
+        s = t.shape
+        if len(s) != len(ref) or s[:d] + s[d + 1 :] != ref[:d] + ref[d + 1 :]:
+            raise ShapeError(
+                f"cat: tensor {i} has shape {s} but tensor 0 has {ref}; all sizes except dim "
+                f"{dim} must match."
+            )
+    if len(ts) == 1:
+        return ts[0]
+    return apply(OPS["cat"], ts, {"dim": d})
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    ts = _common("stack", tensors)
+    ref = ts[0].shape
+    d = checks.dim("stack", dim, len(ref) + 1)
+    for i, t in enumerate(ts):
+        if t.shape != ref:
+            raise ShapeError(
+                f"stack: tensor {i} has shape {t.shape} but tensor 0 has {ref}; all must match."
+            )
+    return apply(OPS["stack"], ts, {"dim": d})
+
+
+class LayoutMethods:
+    """Shape, order and joining of elements."""
+
+    __slots__ = ()
+
+    reshape = reshape
+    permute = permute
+    swap_dims = swap_dims
+    transpose = transpose
+    flatten = flatten
+    unsqueeze_dim = unsqueeze_dim
+    squeeze_dim = squeeze_dim
+    expand = expand
+    flip = flip
+    repeat_dim = repeat_dim
+    tril = tril
+    triu = triu
+    one_hot = one_hot
+    narrow = narrow
+    chunk = chunk
+    split = split
+    T = property(transpose)
+    cat = staticmethod(cat)
+    stack = staticmethod(stack)

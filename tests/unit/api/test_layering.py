@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ember as em
+from ember._core.base import TensorBase
 from ember._core.tensor import Tensor
 
 PACKAGE = Path(em.__file__).resolve().parent
@@ -151,7 +152,71 @@ def test_relative_imports_resolve_from_the_module() -> None:
 def test_the_aliases_read_the_slots(device: em.Device) -> None:
     t = em.Tensor.ones((2, 3), device=device.autodiff()).require_grad()
     for alias, slot in ALIASES.items():
-        assert Tensor.__dict__[alias] is Tensor.__dict__[slot]
+        assert TensorBase.__dict__[alias] is TensorBase.__dict__[slot]
+        assert getattr(Tensor, alias) is getattr(Tensor, slot)
         assert getattr(t, alias) is getattr(t, slot)
     assert t._hardware == device and t._hardware.gradient_checkpointing_strategy() is None
     assert t._ckpt_strategy is t.gradient_checkpointing_strategy()
+
+
+# ---------------------------------------------------------------- inside the tensor core
+CORE_DIR = PACKAGE / "_core"
+
+
+def _runtime_core_imports(path: Path) -> set[str]:
+    """The ``ember._core`` modules ``path`` imports when it runs: top level and inside
+    functions, not under ``if TYPE_CHECKING:`` (annotations only)."""
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for b in node.body for n in ast.walk(b))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and id(node) not in skipped and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(a.name for a in node.names)
+    return {m for m in found if (CORE_DIR / f"{m}.py").exists()}
+
+
+def test_the_tensor_core_has_no_import_cycle() -> None:
+    graph = {p.stem: _runtime_core_imports(p) for p in CORE_DIR.glob("*.py")}
+    assert "tensor" in graph and "elementwise" in graph
+    for mixin in ("reading", "context", "elementwise", "linalg", "layout", "index", "reduce"):
+        assert "tensor" not in graph[mixin], f"_core/{mixin}.py imports tensor.py"
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        if state.get(m) == 1:
+            raise AssertionError("import cycle in ember/_core: " + " -> ".join(path + [m]))
+        if state.get(m) == 2:
+            return
+        state[m] = 1
+        for n in sorted(graph[m]):
+            visit(n, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        visit(m, [])
+
+
+def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
+    src = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .tensor import T\n"
+    src += "def f():\n    from .dispatch import apply\n"
+    (tmp_path / "m.py").write_text(src)
+    assert _runtime_core_imports(tmp_path / "m.py") == {"dispatch"}
+
+
+def test_tensor_is_its_storage_and_one_mixin_per_family() -> None:
+    from ember._core.base import TensorBase
+
+    mixins = [c for c in Tensor.__mro__[1:] if c not in (TensorBase, object)]
+    modules = {c.__module__ for c in mixins}
+    families = ("reading", "context", "elementwise", "linalg", "layout", "index", "reduce")
+    assert {f"ember._core.{f}" for f in families} <= modules
+    assert all(m.startswith("ember._core.") for m in modules)
+    assert len(mixins) == len(modules)  # one mixin per module
+    assert all(c.__dict__.get("__slots__") == () for c in mixins)  # instances stay slotted
+    assert not hasattr(em.tensor([1.0]), "__dict__")

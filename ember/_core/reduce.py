@@ -1,9 +1,14 @@
-"""Statistics methods of ``Tensor``: var, std, prod, cumsum, max/min, and floor/ceil/round."""
+"""Reductions of ``Tensor`` (``ReduceMethods``, a mixin): sums, means, extrema, statistics,
+cumulative sums and sorting.
+
+The Burn ``_dim`` forms keep the reduced dim (size 1); the PyTorch forms (``max(dim)``,
+``argmax(dim, keepdim)``, ``var/std(dim, keepdim, correction)``) drop it unless ``keepdim``.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import DTypeError, ShapeError
@@ -13,6 +18,93 @@ from .dispatch import apply
 
 if TYPE_CHECKING:
     from .tensor import Tensor
+
+
+def _reduce_dim(t: Tensor, name: str, dim: int) -> Tensor:
+    d = checks.dim(name, dim, t.ndim)
+    if t.shape[d] == 0 and name in ("max_dim", "min_dim", "argmax", "argmin"):
+        from ..errors import ShapeError
+
+        raise ShapeError(f"{name}: dim {dim} has size 0; there is nothing to select.")
+    return apply(OPS[name], (t,), {"dim": d})
+
+
+def sum(self: Tensor) -> Tensor:
+    """Sum of all elements (0-d)."""
+    return apply(OPS["sum"], (self,), {})
+
+
+def sum_dim(self: Tensor, dim: int) -> Tensor:
+    """Sum along ``dim``, kept with size 1."""
+    return _reduce_dim(self, "sum_dim", dim)
+
+
+def mean(self: Tensor) -> Tensor:
+    """Mean of all elements (0-d; float tensors)."""
+    return apply(OPS["mean"], (self,), {})
+
+
+def mean_dim(self: Tensor, dim: int) -> Tensor:
+    """Mean along ``dim``, kept with size 1."""
+    return _reduce_dim(self, "mean_dim", dim)
+
+
+def max_dim(self: Tensor, dim: int) -> Tensor:
+    """Maximum along ``dim``, kept with size 1."""
+    return _reduce_dim(self, "max_dim", dim)
+
+
+def min_dim(self: Tensor, dim: int) -> Tensor:
+    """Minimum along ``dim``, kept with size 1."""
+    return _reduce_dim(self, "min_dim", dim)
+
+
+def _arg_extremum(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
+    if not isinstance(keepdim, bool):
+        from ..errors import DTypeError
+
+        raise DTypeError(f"{name}: keepdim must be a bool, got {keepdim!r}.")
+    if dim is None or t.ndim == 0:
+        if dim is not None:
+            checks.dim(name, dim, 1)  # a 0-d tensor accepts dim 0 or -1, as PyTorch
+        if t.numel() == 0:
+            from ..errors import ShapeError
+
+            raise ShapeError(
+                f"{name}: expected a non-empty tensor, got shape {t.shape}; there is nothing "
+                "to select."
+            )
+        flat = _reduce_dim(t.reshape((-1,)), name, 0)
+        return flat.reshape((1,) * t.ndim if keepdim else ())
+    d = checks.dim(name, dim, t.ndim)
+    out = _reduce_dim(t, name, d)
+    return out if keepdim else out.squeeze_dim(d)
+
+
+def argmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """int64 index of the (first) maximum along ``dim``, as PyTorch's ``argmax``.
+
+    The reduced dim is dropped unless ``keepdim=True``; ``dim=None`` indexes the flattened
+    tensor (a 0-d result). Use ``max_dim`` for the Burn form that keeps the dim of the values.
+
+    Example:
+        >>> em.tensor([[1.0, 5.0], [7.0, 2.0]]).argmax(1).tolist()
+        [1, 0]
+    """
+    return _arg_extremum(self, "argmax", dim, keepdim)
+
+
+def argmin(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """int64 index of the (first) minimum along ``dim``, as PyTorch's ``argmin``.
+
+    The reduced dim is dropped unless ``keepdim=True``; ``dim=None`` indexes the flattened
+    tensor (a 0-d result).
+
+    Example:
+        >>> em.tensor([[1.0, 5.0], [7.0, 2.0]]).argmin(1).tolist()
+        [0, 1]
+    """
+    return _arg_extremum(self, "argmin", dim, keepdim)
 
 
 def _var_kept(t: Tensor, d: int, correction: int) -> Tensor:
@@ -176,22 +268,77 @@ def min(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     return _dim_extremum(self, "min", dim, keepdim)
 
 
-def _rounding(name: str, doc: str) -> Callable[[Tensor], Tensor]:
-    spec = OPS[name]
-
-    def method(self: Tensor) -> Tensor:
-        dt = self.dtype
-        if dt.is_int:
-            return self  # already whole numbers
-        if dt.is_bool:
-            raise DTypeError(f"{name}: expected a numeric tensor, got bool. Convert with .int().")
-        return apply(spec, (self,), {})
-
-    method.__name__ = name
-    method.__doc__ = doc
-    return method
+_SORT, _ARGSORT = OPS["sort"], OPS["argsort"]
 
 
-floor = _rounding("floor", "Largest whole number <= each element; zero gradient.")
-ceil = _rounding("ceil", "Smallest whole number >= each element; zero gradient.")
-round = _rounding("round", "Nearest whole number, halves to even (like PyTorch); zero gradient.")
+def _flag(op: str, descending: object) -> bool:
+    if not isinstance(descending, bool):
+        raise DTypeError(f"{op}: expected a bool for descending, got {descending!r}.")
+    return descending
+
+
+def sort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+    """Values sorted along ``dim`` (ascending unless ``descending``); differentiable.
+
+    Equal values keep their input order. The gradient goes back to each value's source.
+
+    Example:
+        >>> em.tensor([3.0, 1.0, 2.0]).sort(0).tolist()
+        [1.0, 2.0, 3.0]
+    """
+    d = checks.dim("sort", dim, self.ndim)
+    return apply(_SORT, (self,), {"dim": d, "descending": _flag("sort", descending)})
+
+
+def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+    """int64 indices that sort ``dim`` (stable: equal values keep their input order).
+
+    Example:
+        >>> em.tensor([3.0, 1.0, 2.0]).argsort(0).tolist()
+        [1, 2, 0]
+    """
+    d = checks.dim("argsort", dim, self.ndim)
+    return apply(_ARGSORT, (self,), {"dim": d, "descending": _flag("argsort", descending)})
+
+
+def topk(self: Tensor, k: int, dim: int = -1) -> Tensor:
+    """The ``k`` largest values along ``dim``, largest first: shape (.., n, ..) -> (.., k, ..).
+
+    Example:
+        >>> em.tensor([1.0, 5.0, 3.0]).topk(2, 0).tolist()
+        [5.0, 3.0]
+    """
+    d = checks.dim("topk", dim, self.ndim)
+    size = self.shape[d]
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise DTypeError(f"topk: expected an int k, got {k!r}.")
+    if not 0 <= k <= size:
+        raise ShapeError(
+            f"topk: k {k} is out of range for dim {dim} of size {size}; expected 0 <= k <= {size}."
+        )
+    return self.sort(d, descending=True).narrow(d, 0, k)
+
+
+class ReduceMethods:
+    """Reductions, statistics and sorting."""
+
+    __slots__ = ()
+
+    sum = sum
+    sum_dim = sum_dim
+    mean = mean
+    mean_dim = mean_dim
+    max_dim = max_dim
+    min_dim = min_dim
+    argmax = argmax
+    argmin = argmin
+    max = max
+    min = min
+    var = var
+    std = std
+    prod = prod
+    prod_dim = prod_dim
+    cumsum = cumsum
+    sort = sort
+    argsort = argsort
+    topk = topk

@@ -1,4 +1,5 @@
-"""Index-driven methods of ``Tensor``: select, gather, scatter (add) and slice_assign.
+"""Indexing methods of ``Tensor`` (``IndexMethods``, a mixin): ``t[...]``, slice, select,
+gather, scatter (add) and slice_assign.
 
 Index tensors must be int (int32 or int64) and lie in ``[0, size)`` of the indexed dim; both are
 checked here, before any backend call, so backends can trust their inputs. Checking the range
@@ -7,6 +8,7 @@ reads the indices on the host.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,20 +18,23 @@ from ..dtype import promote
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
 from . import checks
+from .advanced import index_with_tensors
+from .base import AnyTensor
 from .dispatch import apply, cast
+from .indexing import normalize_key
 
 if TYPE_CHECKING:
     from .tensor import Tensor
 
+
 _SELECT, _GATHER, _SCATTER = OPS["select"], OPS["gather"], OPS["scatter"]
 _SLICE_ASSIGN = OPS["slice_assign"]
+_INDEX = OPS["index"]
 
 
 def index_tensor(op: str, indices: Any) -> Tensor:
     """``indices`` as an int tensor, or a ``DTypeError`` naming ``op``."""
-    from .tensor import Tensor
-
-    if not isinstance(indices, Tensor):
+    if not isinstance(indices, AnyTensor):
         raise DTypeError(
             f"{op}: expected an int tensor of indices, got {type(indices).__name__}. "
             "Wrap them with em.tensor([...]) (int64)."
@@ -136,11 +141,9 @@ def scatter(self: Tensor, dim: int, indices: Tensor, values: Tensor) -> Tensor:
         >>> em.tensor([0.0, 0.0]).scatter(0, em.tensor([1, 1]), em.tensor([1.0, 2.0])).tolist()
         [0.0, 3.0]
     """
-    from .tensor import Tensor
-
     d = checks.dim("scatter", dim, self.ndim)
     idx = index_tensor("scatter", indices)
-    if not isinstance(values, Tensor):
+    if not isinstance(values, AnyTensor):
         raise DTypeError(f"scatter: expected a values tensor, got {type(values).__name__}.")
     _gather_shapes("scatter", self, idx, d)
     if values.shape != idx.shape:
@@ -166,7 +169,7 @@ def region_shape(shape: tuple[int, ...], key: tuple[Any, ...]) -> tuple[int, ...
 
 def slice_key(op: str, ranges: Any) -> tuple[Any, ...]:
     """Validate ``slice``/``slice_assign`` ranges: one ``slice`` (or int, or ``...``) per dim."""
-    if isinstance(ranges, slice):
+    if isinstance(ranges, builtins.slice):
         return (ranges,)
     if not isinstance(ranges, (list, tuple)):
         raise DTypeError(
@@ -174,7 +177,9 @@ def slice_key(op: str, ranges: Any) -> tuple[Any, ...]:
             f"{type(ranges).__name__}. Write t.{op}([slice(0, 2), slice(1, None)])."
         )
     for k in ranges:
-        if not (isinstance(k, (slice, int, np.integer)) or k is Ellipsis) or isinstance(k, bool):
+        if not (isinstance(k, (builtins.slice, int, np.integer)) or k is Ellipsis) or isinstance(
+            k, bool
+        ):
             raise DTypeError(
                 f"{op}: expected slices or ints (one per leading dim), got {k!r}. "
                 "Use t[...] for None and index tensors, mask_where or scatter to write."
@@ -198,9 +203,8 @@ def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
         [0.0, 0.0, 3.0]
     """
     from .indexing import normalize_key
-    from .tensor import Tensor
 
-    if not isinstance(values, Tensor):
+    if not isinstance(values, AnyTensor):
         raise DTypeError(f"slice_assign: expected a values tensor, got {type(values).__name__}.")
     key = slice_key("slice_assign", ranges)
     norm = normalize_key(self.shape, key)
@@ -217,3 +221,34 @@ def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
         )
     x, v = _common_dtype(self, values)
     return apply(_SLICE_ASSIGN, (x, v), {"key": norm})
+
+
+def __getitem__(self: Tensor, key: Any) -> Tensor:
+    norm = normalize_key(tuple(self._data.shape), key)
+    if norm is None:  # int or bool tensors (or lists) in the key
+        return index_with_tensors(self, key)
+    if not norm:
+        return self
+    return apply(_INDEX, (self,), {"key": norm})
+
+
+def slice(self: Tensor, ranges: Sequence[builtins.slice | builtins.int] | builtins.slice) -> Tensor:
+    """One ``slice`` (or int) per leading dim: ``t.slice([slice(0, 2)]) == t[0:2]``.
+
+    A single ``slice`` stands for a one-element list, as in ``slice_assign``; ``None``,
+    lists and index tensors raise ``DTypeError`` (use ``t[...]`` for those).
+    """
+    return self[slice_key("slice", ranges)]
+
+
+class IndexMethods:
+    """Reading and writing elements by position."""
+
+    __slots__ = ()
+
+    __getitem__ = __getitem__
+    slice = slice
+    select = select
+    gather = gather
+    scatter = scatter
+    slice_assign = slice_assign
