@@ -67,7 +67,9 @@ def backward_of(loss: Tensor, on_leaf: OnLeaf | None) -> Gradients:
         what = "a plain tensor" if loss._strategy is None else "an untracked autodiff tensor"
         raise AutodiffError(
             f"backward: expected a tracked tensor, got {what}; nothing upstream requires a "
-            "gradient. Call .autodiff().require_grad() on the source leaf (or create the "
-            "parameters on an autodiff device) before the forward pass."
+            "gradient. If the model is in valid() (eval()) mode, for instance after evaluating "
+            "or generating, call model.train() before the forward pass; a frozen or no_grad() "
+            "model needs unfreeze() or set_require_grad(True). For a bare tensor, call "
+            ".autodiff().require_grad() on the source leaf (or create it on an autodiff device)."
         )
     return run_backward(node, loss._dev.b.ones_like(loss._data), on_leaf)

@@ -38,7 +38,9 @@ def _consumed_error(node: Node) -> AutodiffError:
     return AutodiffError(
         f"backward: the graph was already consumed (op {name!r} ran its backward step in an "
         "earlier pass). Expected a graph built by a fresh forward; got one that backward already "
-        "went through. Recompute the forward pass before calling backward() again."
+        "went through. Recompute the forward pass before calling backward() again. A state "
+        "carried from one step into the next (an RNN hidden state in truncated BPTT, a running "
+        "sum) still links to the previous step's graph: carry state.detach() instead."
     )
 
 

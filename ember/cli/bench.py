@@ -133,7 +133,7 @@ def _table(cols: list[str], rows: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be >= 1")
-    device = tasks.device_of(args.device)
+    device = tasks.device_of(args.device, prefer_torch=False)  # ember's NumPy backend
     rows = run_workload(args.workload, device, args.repeats)
     print(json.dumps(rows, indent=1) if args.json else format_table(rows))
     return 0

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     model, config, weights = tasks.load_trained(args.path, device, best=args.best)
     dataset = args.dataset or config["dataset"]
     is_gpt = config["model"]["model"] == "gpt"
-    if is_gpt != (dataset == "shakespeare"):
+    if is_gpt != (dataset in ("shakespeare", "text")):  # "text": a run on --text PATH
         parser.error(f"a {config['model']['model']} model cannot be evaluated on {dataset}")
     loader: Any
     if is_gpt:

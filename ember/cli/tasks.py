@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import optim
 from .._core.device import Device, default_device, parse_device
 from ..data import DataLoader
-from ..data.dataset import ArrayDataset
+from ..data.dataset import ArrayDataset, Subset
 from ..data.datasets import RandomBlocks, TextData, digits, fashion_mnist, load_text, mnist
 from ..models import build_model
 
@@ -20,9 +23,19 @@ DATASETS = (*IMAGE_DATASETS, "shakespeare")
 CONFIG = "config.json"
 
 
-def device_of(spec: str | None) -> Device:
-    """``--device`` (cpu, torch:cpu, cuda, cuda:1), else ``em.default_device()``."""
-    return parse_device(spec) if spec else default_device()
+def device_of(spec: str | None, *, prefer_torch: bool = True) -> Device:
+    """``--device`` (cpu, torch:cpu, cuda, cuda:1); else ``EMBER_DEVICE`` when set; else PyTorch's
+    CPU kernels (``torch:cpu``) when torch is installed and ``prefer_torch``, else the NumPy
+    backend (``cpu``)."""
+    if spec:
+        return parse_device(spec)
+    if (
+        not prefer_torch
+        or os.environ.get("EMBER_DEVICE")
+        or importlib.util.find_spec("torch") is None
+    ):
+        return default_device()
+    return parse_device("torch:cpu")
 
 
 def set_matmul_precision(device: Device, precision: str) -> None:
@@ -74,15 +87,31 @@ def text_of(args: Any) -> str:
     return load_text(args.text) if getattr(args, "text", None) else shakespeare()
 
 
+VALID_FRACTION = 0.1
+
+
+def validation_split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Training and validation indices of an ``n``-item training split: a seeded permutation's
+    last ``VALID_FRACTION`` (at least one item) validates, the rest trains (both sorted)."""
+    perm = np.random.default_rng([seed, 0x5EED]).permutation(n)
+    k = max(1, round(n * VALID_FRACTION))
+    return np.sort(perm[:-k]), np.sort(perm[-k:])
+
+
 def image_loaders(
     dataset: str, batch_size: int, seed: int, device: Device
-) -> tuple[DataLoader, DataLoader]:
-    """Shuffled train loader and the test split (used for validation and the final report)."""
-    train = DataLoader(
-        image_split(dataset, "train"), batch_size, shuffle=True, seed=seed, device=device
-    )
+) -> tuple[DataLoader, DataLoader, DataLoader]:
+    """Loaders of the training split's two parts and of the test split.
+
+    The validation part (``VALID_FRACTION`` of the training split, carved by ``seed``) picks the
+    best epoch and drives early stopping; the test split is read once, at the end.
+    """
+    full = image_split(dataset, "train")
+    fit_idx, valid_idx = validation_split(len(full), seed)
+    train = DataLoader(Subset(full, fit_idx), batch_size, shuffle=True, seed=seed, device=device)
+    valid = DataLoader(Subset(full, valid_idx), 500, device=device)
     test = DataLoader(image_split(dataset, "test"), 500, device=device)
-    return train, test
+    return train, valid, test
 
 
 def text_loaders(data: TextData, args: Any, device: Device) -> tuple[RandomBlocks, RandomBlocks]:

@@ -12,6 +12,7 @@ from typing import Any
 from .. import models
 from .._core.creation import seed as seed_all
 from ..errors import EmberError
+from ..train.precision import PRECISIONS
 from . import tasks
 from .schedule import ContinueSchedule, RunSchedule
 
@@ -51,7 +52,11 @@ def add_parser(sub: Any) -> None:
         "--dataset", choices=tasks.DATASETS, help="default: digits (shakespeare for gpt)"
     )
     p.add_argument("--model", choices=models.MODELS, help="default: cnn (gpt for shakespeare)")
-    p.add_argument("--device", help="cpu, torch:cpu, cuda or cuda:N (default: EMBER_DEVICE or cpu)")
+    p.add_argument(
+        "--device",
+        help="cpu (NumPy), torch:cpu, cuda or cuda:N (default: EMBER_DEVICE if set, else torch:cpu "
+        "when PyTorch is installed, else cpu)",
+    )
     p.add_argument("--epochs", type=_positive_int, help="epochs (image models)")
     p.add_argument("--batch-size", type=_positive_int)
     p.add_argument(
@@ -96,7 +101,20 @@ def add_parser(sub: Any) -> None:
         "curve from the rate reached (a half cosine down to --min-lr at the new last step); "
         "an unchanged one reproduces the uninterrupted run",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="fp32",
+        help="fp32, or mixed precision: matmuls, convolutions and attention in bf16, or in fp16 "
+        "with dynamic loss scaling (parameters stay float32; pays off on CUDA)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seeds initialisation, shuffling, dropout and the validation split carved from the "
+        "training images",
+    )
     p.add_argument(
         "--matmul-precision",
         choices=("highest", "high", "medium"),
@@ -116,7 +134,13 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--iters", type=_positive_int, default=5000, help="optimizer steps")
     g.add_argument("--block-size", type=_positive_int, default=256)
     g.add_argument("--n-layer", type=_positive_int, default=6)
-    g.add_argument("--n-head", type=_positive_int, default=6)
+    g.add_argument(
+        "--n-head",
+        type=_positive_int,
+        default=None,
+        help="attention heads, a divisor of --n-embd (default: the largest divisor of --n-embd "
+        "up to 6: 6 for 384, 4 for 64)",
+    )
     g.add_argument("--n-embd", type=_positive_int, default=384)
     g.add_argument("--dropout", type=_probability, default=0.2)
     g.add_argument(
@@ -222,8 +246,15 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
             "--lr down to --min-lr; pass a --min-lr of at most --lr"
         )
     if args.model == "gpt":
-        if args.n_embd % args.n_head:
-            parser.error(f"--n-embd {args.n_embd} must be a multiple of --n-head {args.n_head}")
+        if args.n_head is None:
+            args.n_head = default_heads(args.n_embd)
+        elif args.n_embd % args.n_head:
+            fits = [h for h in range(1, min(args.n_embd, 16) + 1) if args.n_embd % h == 0]
+            parser.error(
+                f"--n-head {args.n_head} does not divide --n-embd {args.n_embd}: each head gets "
+                f"n_embd / n_head channels. Pass a divisor (--n-head {' | '.join(map(str, fits))}) "
+                "or leave --n-head out to derive it"
+            )
         args.eval_interval = min(args.eval_interval, args.iters)
         args.epochs = -(-args.iters // args.eval_interval)
         _fill_warmup(args, parser, args.epochs * args.eval_interval)  # before the text loads
@@ -237,6 +268,18 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
             except FileExistsError:
                 args.output, k = stamp.with_name(f"{stamp.name}-{k}"), k + 1
     return args
+
+
+def default_heads(n_embd: int) -> int:
+    """The default ``--n-head``: the largest divisor of ``n_embd`` up to 6 (nanoGPT's 6 heads of
+    64 channels for 384)."""
+    return max(h for h in range(1, 7) if n_embd % h == 0)
+
+
+def dataset_label(args: argparse.Namespace) -> str:
+    """What the run trains on, for the banner and ``config.json``: the ``--dataset`` name, or
+    ``text`` for ``--text PATH``."""
+    return "text" if getattr(args, "text", None) else str(args.dataset)
 
 
 def _fill_warmup(args: argparse.Namespace, parser: argparse.ArgumentParser, total: int) -> None:
@@ -329,7 +372,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         metrics = default_metrics(classification=False, language_model=True)
         steps_per_epoch = len(train)
     else:
-        train, valid = tasks.image_loaders(args.dataset, args.batch_size, args.seed, device)
+        train, valid, test = tasks.image_loaders(args.dataset, args.batch_size, args.seed, device)
         model_cfg = tasks.image_model_config(args.model, args.dataset)
         metrics = default_metrics()
         steps_per_epoch = -(-len(train) // args.grad_accumulation)
@@ -341,9 +384,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         for k, v in vars(args).items()
         if k not in ("run", "parser", "resume", "output")
     }
+    label = dataset_label(args)
+    cli["dataset"] = label  # "text" for --text PATH (its path is cli["text"]), never shakespeare
     config = {
         "model": model_cfg,
-        "dataset": args.dataset,
+        "dataset": label,
         "cli": cli,
         **extra,
         "lr_schedule": schedule.plan(),
@@ -369,10 +414,19 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         display=display,
         allow_nonfinite=args.allow_nonfinite,
         best_metric="valid_loss" if args.model == "gpt" else "valid_accuracy",
+        precision=args.precision,
+    )
+    on = f"text {args.text}" if args.text is not None else label
+    split = (
+        ""
+        if args.model == "gpt"
+        else f" ({len(train.dataset)} train / {len(valid.dataset)} validation images)"
     )
     learner.display.message(
-        f"ember train: {args.model} on {args.dataset}, {model.num_params():,} parameters, "
-        f"device {device}, {args.epochs} epochs of {len(train)} batches"
+        f"ember train: {args.model} on {on}{split}, {model.num_params():,} parameters, "
+        f"device {device}"
+        + (f", {args.precision}" if args.precision != "fp32" else "")
+        + f", {args.epochs} epochs of {len(train)} batches"
         + (f", resuming from {out}" if resuming else "")
     )
     t0 = time.perf_counter()
@@ -400,12 +454,20 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             f"{best.get('value', math.nan):.4f} at step {int(best.get('steps', 0))} "
             "(best.safetensors)"
         )
-    else:
-        final = learner.evaluate(valid, prefix="test")
+    else:  # the best epoch on the validation split, measured once on the test split
+        best = learner.best or {}
+        if (out / "best.safetensors").is_file():
+            learner.model.load(out / "best.safetensors")
+        final = learner.evaluate(test, prefix="test")
         summary.update(final)
+        summary["best_epoch"] = best.get("epoch")
+        summary["best_valid_accuracy"] = best.get("value")
         learner.display.message(
             f"test accuracy {tasks.fmt_pct(final['test_accuracy'])} "
-            f"(loss {final['test_loss']:.4f}) after {len(history)} epochs in {elapsed:.1f}s"
+            f"(loss {final['test_loss']:.4f}) of epoch {int(best.get('epoch', len(history)))}, "
+            f"the best on the validation split "
+            f"({tasks.fmt_pct(best.get('value', math.nan))}), after {len(history)} epochs in "
+            f"{elapsed:.1f}s"
         )
     tasks.write_json(out / "summary.json", summary)  # NaN/inf as null: strict JSON
     learner.display.message(f"wrote {out}/ (model.safetensors, metrics.csv, records/)")

@@ -156,23 +156,31 @@ class GPT(nn.Module):
     ) -> np.ndarray:
         """Sample ``max_new_tokens`` tokens after the prompt ids ``idx`` (B, T0).
 
-        Runs in ``valid()`` mode (no graph, no dropout); returns ids (B, T0 + max_new_tokens).
+        Runs in ``valid()`` mode (no graph, no dropout) and then restores the caller's mode: a
+        model in training mode is back in ``train()`` mode afterwards. Returns ids
+        (B, T0 + max_new_tokens).
         """
         if temperature <= 0:
             raise ShapeError(f"generate: expected temperature > 0, got {temperature}.")
         rng = np.random.default_rng(seed)
-        device = self.wte.weight.val().device.without_autodiff()
+        weight = self.wte.weight.val()
+        device = weight.device.without_autodiff()
+        training = weight.is_autodiff()  # valid() makes every parameter plain
         out = np.asarray(idx, dtype=np.int64)
         self.valid()
-        for _ in range(max_new_tokens):
-            ctx = out[:, -self.cfg.block_size :]
-            logits = self(Tensor.from_data(ctx, device=device))[:, -1, :].to_numpy()
-            logits = logits.astype(np.float64) / temperature
-            if top_k is not None and top_k < logits.shape[-1]:
-                kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
-                logits = np.where(logits < kth, -np.inf, logits)
-            probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
-            probs /= probs.sum(axis=-1, keepdims=True)
-            nxt = [rng.choice(probs.shape[-1], p=row) for row in probs]
-            out = np.concatenate([out, np.asarray(nxt, dtype=np.int64)[:, None]], axis=1)
+        try:
+            for _ in range(max_new_tokens):
+                ctx = out[:, -self.cfg.block_size :]
+                logits = self(Tensor.from_data(ctx, device=device))[:, -1, :].to_numpy()
+                logits = logits.astype(np.float64) / temperature
+                if top_k is not None and top_k < logits.shape[-1]:
+                    kth = np.partition(logits, -top_k, axis=-1)[:, -top_k][:, None]
+                    logits = np.where(logits < kth, -np.inf, logits)
+                probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+                probs /= probs.sum(axis=-1, keepdims=True)
+                nxt = [rng.choice(probs.shape[-1], p=row) for row in probs]
+                out = np.concatenate([out, np.asarray(nxt, dtype=np.int64)[:, None]], axis=1)
+        finally:
+            if training:
+                self.train()
         return out

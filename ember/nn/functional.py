@@ -24,7 +24,7 @@ import numpy as np
 
 from .._core import checks
 from .._core.creation import Distribution
-from .._core.dispatch import apply, unify
+from .._core.dispatch import apply, autocast_policy, unify
 from .._core.tensor import Tensor
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from .._generator import Generator
 from .losses import (
     _FLOAT_DTYPES,
-from .linear_ce import linear_cross_entropy
     _const,
     _float,
     _index_range,
@@ -74,7 +73,6 @@ __all__ = [
     "linear",
     "log_softmax",
     "max_pool2d",
-    "linear_cross_entropy",
     "mse_loss",
     "nll_loss",
     "relu",
@@ -97,6 +95,9 @@ _EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64"
 # ---------------------------------------------------------------- argument helpers
 def _same_dtype(op: str, x: Tensor, other: Tensor, what: str) -> None:
     if other.dtype is not x.dtype:
+        if x.dtype.is_float and other.dtype.is_float and autocast_policy() is not None:
+            return  # autocast picks the dtype of these (LOW or FULL) rows: a bf16 activation
+            # meets a float32 weight after the first layer
         raise DTypeError(
             f"{op}: expected {what} of the input's dtype {x.dtype.name}, got "
             f"{other.dtype.name}. Cast it with .cast(input.dtype)."

@@ -21,6 +21,7 @@ from .display import Display, make_display
 from .errors import NonFiniteError
 from .logging import MetricLog, plot_curves
 from .metrics import LearningRate, Metric, StepOutput, default_metrics
+from .precision import Precision as _Precision
 
 StepResult = tuple[Tensor, Tensor | None, Tensor | None]
 LossFn = Callable[[Any, Sequence[Tensor]], StepResult]
@@ -94,6 +95,11 @@ class Learner:
             (each epoch) or a parameter (each epoch, before anything is saved) is NaN or
             infinite. Nothing diverged is written: the newest record stays the last good state.
             True trains on regardless (a non-finite metric never becomes ``best``).
+        precision: "fp32" (the default), "bf16" or "fp16": the forward passes of training and
+            evaluation run inside ``em.amp.autocast`` of that dtype (parameters and optimizer
+            state stay float32); "fp16" also scales the loss with an ``em.amp.GradScaler``
+            (a step whose gradients overflow is skipped; the scale is kept in records).
+            Single-device training only.
 
     Example:
         >>> learner = Learner(model, em.optim.Adam(), lr=1e-3, output_dir="runs/demo")
@@ -119,6 +125,7 @@ class Learner:
         best_metric: str | None = None,
         devices: Sequence[Any] | None = None,
         allow_nonfinite: bool = False,
+        precision: str = "fp32",
     ) -> None:
         if grad_accumulation < 1:
             raise ValueError(f"Learner: expected grad_accumulation >= 1, got {grad_accumulation}.")
@@ -126,6 +133,7 @@ class Learner:
             raise ValueError(f"Learner: expected keep_records >= 1, got {keep_records}.")
         self.model = model
         self.optimizer = optimizer
+        self._amp = _Precision(precision, devices is not None)
         self._lr_const = float(lr) if isinstance(lr, (int, float)) else None
         self._schedule: Iterator[float] | None = None if self._lr_const is not None else iter(lr)  # type: ignore[arg-type]
         self.lr = self._lr_const if self._lr_const is not None else math.nan
@@ -260,8 +268,9 @@ class Learner:
             return r.grads, r.loss, r.logits, r.targets
         from ..optim import GradientsParams
 
-        loss, logits, targets = self.loss_fn(self.model, batch)
-        scaled = loss if scale == 1.0 else loss * scale
+        with self._amp.autocast():
+            loss, logits, targets = self.loss_fn(self.model, batch)
+        scaled = self._amp.scale(loss if scale == 1.0 else loss * scale)
         grads = GradientsParams.from_grads(scaled.backward(), self.model)
         return (
             grads,
@@ -272,7 +281,7 @@ class Learner:
 
     def _step(self, grads: Any) -> None:
         self.lr = self._next_lr()
-        self.model = self.optimizer.step(self.lr, self.model, grads)
+        self.model = self._amp.step(self.optimizer, self.lr, self.model, grads)
         self.steps += 1
 
     # ------------------------------------------------------------------ divergence
@@ -340,7 +349,8 @@ class Learner:
             for k, batch in enumerate(data, 1):
                 if self._parallel is not None:  # the model lives on the main device
                     batch = [t.to_device(self._parallel.main_device) for t in batch]
-                loss, logits, targets = self.loss_fn(self.model, batch)
+                with self._amp.autocast():
+                    loss, logits, targets = self.loss_fn(self.model, batch)
                 out = StepOutput(
                     float(loss.item()),
                     int(batch[0].shape[0]),
@@ -531,6 +541,8 @@ class Learner:
             "history": self.history,
             "best": self.best,
         }
+        if self._amp.scaler is not None:
+            state["grad_scaler"] = self._amp.state_dict()
         atomic_write(tmp / "state.json", json.dumps(state).encode())
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
@@ -572,6 +584,7 @@ class Learner:
         load_training(path / "training.safetensors", self.model, self.optimizer, sched)
         try:
             set_rng_state(state["rng"])
+            self._amp.load_state_dict(state.get("grad_scaler"))
             for cb, s in zip(self.callbacks, state["callbacks"]):
                 cb.load_state_dict(s)
         except (EmberError, KeyError, TypeError, ValueError, RuntimeError) as e:
