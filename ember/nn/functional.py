@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .._generator import Generator
 from .losses import (
     _FLOAT_DTYPES,
+from .linear_ce import linear_cross_entropy
     _const,
     _float,
     _index_range,
@@ -73,6 +74,7 @@ __all__ = [
     "linear",
     "log_softmax",
     "max_pool2d",
+    "linear_cross_entropy",
     "mse_loss",
     "nll_loss",
     "relu",
