@@ -31,9 +31,9 @@ from ..ops import OPS
 
 if TYPE_CHECKING:
     from .._generator import Generator
+from .linear_ce import linear_cross_entropy
 from .losses import (
     _FLOAT_DTYPES,
-from .linear_ce import linear_cross_entropy
     _const,
     _float,
     _index_range,
