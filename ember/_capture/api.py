@@ -38,6 +38,7 @@ class Captured:
         fallback: bool,
         max_recordings: int,
         graph: Callable[[], Graph] = CudaGraph,
+        record_cpu: bool = False,
     ) -> None:
         self.fn = fn
         self.fallback = fallback
@@ -46,7 +47,10 @@ class Captured:
         self._closure_modules, self._closure_optims = state_of_closure(fn)
         if isinstance(fn, Module):  # a module captured as a function: its parameters are state
             self._closure_modules.append(fn)
+        # the seam that runs the CUDA structure without a GPU: tests pass a ``Graph`` that
+        # re-runs the recorded function on a torch-CPU device (tests/unit/capture)
         self._graph = graph
+        self._record_cpu = record_cpu
         self._warned = False
         self.recorded = 0
         functools.update_wrapper(self, fn)
@@ -74,7 +78,7 @@ class Captured:
             return entry(leaves)
         if entry is _FALLBACK:
             return self.fn(*args, **kwargs)
-        on_cuda = device is not None and device.is_cuda
+        on_cuda = device is not None and (device.is_cuda or self._record_cpu)
         if entry is None or not on_cuda:
             # a CPU call, or a new signature on CUDA (the warm-up): eager, under the guard
             out, reads = run_eager(

@@ -36,9 +36,14 @@ from .state import StateSlots
 
 
 class Graph(Protocol):
-    """What a recording needs of a graph: record a thunk once, replay it."""
+    """What a recording needs of a graph: record a thunk once, replay it.
 
-    def record(self, thunk: Any, device: Device) -> Any: ...
+    ``record`` runs ``thunk`` once to record its kernels and returns its result; it must leave
+    the arrays in ``unchanged`` (static inputs and state) and the device's random stream as
+    they were: a CUDA capture runs no kernel, so it does. ``replay`` runs the kernels again.
+    """
+
+    def record(self, thunk: Any, device: Device, unchanged: list[Any]) -> Any: ...
 
     def replay(self) -> None: ...
 
@@ -51,7 +56,7 @@ class CudaGraph:
 
         self._graph = torch.cuda.CUDAGraph()
 
-    def record(self, thunk: Any, device: Device) -> Any:
+    def record(self, thunk: Any, device: Device, unchanged: list[Any]) -> Any:
         import torch
 
         g = self._graph
@@ -124,7 +129,8 @@ class GraphRecording:
             self.slots.write_back()
             return out
 
-        out = graph.record(thunk, device)
+        unchanged = [*self._static_in, *(n._raw for n in self._numbers)]
+        out = graph.record(thunk, device, [*unchanged, *(s.static for s in self.slots.slots)])
         self.slots.bind()
         self._out_spec, self._out_raw = _outputs(out, name)
 
@@ -138,6 +144,7 @@ class GraphRecording:
             n._raw.fill_(values[i])
         self.slots.sync_in()
         self._graph.replay()
+        self.slots.bind()  # a no-op after a CUDA replay (no Python ran); keeps the seam honest
         dev = self.device
         outs = [from_raw(r.clone(), dev) if r is not None else None for r in self._out_raw]
         return _rebuild_outputs(self._out_spec, outs)
@@ -156,23 +163,20 @@ def _outputs(out: Any, name: str) -> tuple[Any, list[Any]]:
     _, spec, leaves = walk((out,), {})
     raws: list[Any] = []
     consts: list[Any] = []
-    for i, v in enumerate(leaves.values):
+    for v in leaves.values:
         if isinstance(v, Tensor):
             raws.append(v._raw)
             consts.append(None)
-        elif i in leaves.numbers:
-            raise CaptureError(
-                f"capture: {name} returned a Python number ({v!r}); a replay would return the "
-                "recorded value. Return a tensor and read it after the call."
-            )
-        elif isinstance(v, (Module, Optimizer)) or v is None or isinstance(v, (bool, str)):
+        elif isinstance(v, (Module, Optimizer, int, float, bool, str)) or v is None:
+            # constants of the recording: a number fn computes without a host read depends on
+            # no input value (input numbers are tensors inside fn)
             raws.append(None)
             consts.append(v)
         else:
             raise CaptureError(
                 f"capture: {name} returned a {type(v).__name__}; a captured function returns "
-                "tensors (in tuples, lists, dicts or GradientsParams), modules, optimizers or "
-                "None."
+                "tensors (in tuples, lists, dicts or GradientsParams), modules, optimizers, "
+                "numbers, strings or None."
             )
     return (spec, consts), raws
 

@@ -154,6 +154,11 @@ class _BatchNorm(Module):
         mirror = self.__dict__.get("_tracked_mirror")
         if mirror is not None and mirror[0] is tracked:
             count = mirror[1] + 1
+        elif self.momentum is not None:
+            # only the cumulative average reads the count: the device buffer alone counts (no
+            # host read, so an em.capture recording that replaced the buffer can count on)
+            self.num_batches_tracked = tracked + 1
+            return 0
         else:
             count = int(tracked.item()) + 1
         self.num_batches_tracked = tracked = tracked + 1

@@ -28,7 +28,7 @@ class MLP(em.nn.Module):
 class CNN(em.nn.Module):
     def __init__(self, device: em.Device) -> None:
         super().__init__()
-        self.conv = em.nn.Conv2d(2, 4, 3, padding=1, device=device)
+        self.conv = em.nn.Conv2d(2, 4, 3, padding=1, bias=False, device=device)  # BN follows
         self.bn = em.nn.BatchNorm2d(4, device=device)
         self.fc = em.nn.Linear(4 * 6 * 6, 3, device=device)
 
