@@ -66,7 +66,8 @@ class Learner:
         model: An ``em.nn.Module`` whose parameters live on an autodiff device.
         optimizer: An ``em.optim`` optimizer.
         lr: A learning rate, or an iterator of rates (an ``em.optim.lr`` scheduler), advanced
-            once per optimizer step.
+            once per optimizer step; a scheduler built with ``per_epoch=True`` once per epoch,
+            and ``ReduceOnPlateau`` also hears its ``monitor`` metric after each epoch.
         loss_fn: ``loss_fn(model, batch) -> (loss, logits, targets)``; default
             ``classification_step``.
         metrics: Metrics computed on train and validation data (default: loss, accuracy, top-5).
@@ -147,6 +148,7 @@ class Learner:
         self.display: Display = make_display(display) if isinstance(display, str) else display
         self.epoch = 0  # completed epochs
         self.steps = 0  # optimizer steps taken
+        self._epoch_lr: tuple[int, float] | None = None  # (epoch, rate) of a per-epoch schedule
         self.history: list[dict[str, float]] = []
         self.stop_training = False
         self._epochs = 0
@@ -166,18 +168,41 @@ class Learner:
         if self._schedule is None:
             assert self._lr_const is not None
             return self._lr_const
+        # an em.optim.lr schedule built with per_epoch=True moves once per epoch
+        per_epoch = getattr(self._schedule, "per_epoch", False)
+        if per_epoch and self._epoch_lr is not None and self._epoch_lr[0] == self.epoch:
+            return self._epoch_lr[1]
         try:
-            return float(next(self._schedule))
+            value = float(next(self._schedule))
         except StopIteration:
             raise EmberError(
                 f"Learner: the learning-rate schedule ended after {self.steps} steps; give it at "
                 "least epochs * steps-per-epoch values."
             ) from None
+        if per_epoch:
+            self._epoch_lr = (self.epoch, value)
+        return value
 
     def _scheduler(self) -> Any:
         from ..optim.lr import LrScheduler
 
         return self._schedule if isinstance(self._schedule, LrScheduler) else None
+
+    def _report_to_schedule(self, row: dict[str, float]) -> None:
+        """Give a metric-driven schedule (``em.optim.lr.ReduceOnPlateau``) the epoch's metric:
+        its ``monitor`` column (``valid_loss`` falls back to ``train_loss`` without validation)."""
+        report = getattr(self._schedule, "report", None)
+        if report is None:
+            return
+        key = str(getattr(self._schedule, "monitor", "valid_loss"))
+        if key == "valid_loss" and key not in row:
+            key = "train_loss"
+        if key not in row:
+            raise EmberError(
+                f"Learner: the schedule monitors {key!r}, which is not a column of the epoch row; "
+                f"available: {sorted(row)}. Build it with monitor= one of them."
+            )
+        report(row[key])
 
     # ------------------------------------------------------------------ strategy
     def _apply_checkpointing(self) -> None:
@@ -420,6 +445,7 @@ class Learner:
                 if self._parallel is not None:
                     self._parallel.close()
                 raise
+            self._report_to_schedule(row)
             self.epoch += 1
             self.history.append(row)
             self.display.end_epoch(row)
