@@ -13,8 +13,9 @@ recomputable; a node with an untracked input its rule does not read cannot be.
 
 ``fraction`` budgets are relative to the ``Disabled`` peak of the same graph: what the ledger
 would hold if it dropped nothing, which it counts on every step. A graph is known by the op
-names and input shapes of its first ``SIGNATURE_NODES`` nodes; the first step of an unknown one
-drops nothing (it measures), later steps of the same signature use the measured peak.
+names and input shapes of its first ``SIGNATURE_NODES`` nodes (all of them in a smaller graph);
+the first step of an unknown one drops nothing (it measures), later steps of the same signature
+use the peak measured last.
 
 A budget below what the graph needs (residuals, constants, values with no recipe, once
 everything recomputable is dropped) raises ``AutodiffError`` naming that minimum when backward
@@ -194,12 +195,11 @@ class Ledger:
         self.count += 1
         if self.count <= SIGNATURE_NODES:
             self.signature = hash((self.signature, spec.name, shapes))
-            if self.count == SIGNATURE_NODES:
-                self._learn()
+            self._learn()  # a smaller graph's key may match early; the full prefix decides
 
     def _learn(self) -> None:
         fraction = self.strategy.fraction  # type: ignore[attr-defined]
-        if fraction is not None and self.limit is None:
+        if fraction is not None:
             peak = _PEAKS.get(self.signature)
             if peak is not None:
                 self.limit = max(1, int(fraction * peak))
@@ -207,9 +207,6 @@ class Ledger:
     def finish(self) -> None:
         """At backward start: remember the graph's Disabled peak; raise when the budget is too
         small (nothing has changed yet)."""
-        if self.count < SIGNATURE_NODES:
-            self._learn()
-            self.enforce()
         if len(_PEAKS) >= _MAX_PEAKS:
             _PEAKS.clear()
         _PEAKS[self.signature] = self.disabled

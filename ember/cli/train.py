@@ -11,7 +11,10 @@ from typing import Any
 
 from .. import models
 from .._core.creation import seed as seed_all
-from ..errors import EmberError
+from ..checkpoint.spelling import parse_strategy
+from ..checkpoint.strategy import GradientCheckpointingStrategy
+from ..errors import AutodiffError, EmberError
+from ..models.gpt import language_model_step
 from ..train.precision import PRECISIONS
 from . import tasks
 from .schedule import ContinueSchedule, RunSchedule
@@ -86,9 +89,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--grad-accumulation", type=_positive_int, default=1)
     p.add_argument(
         "--checkpointing",
-        choices=("disabled", "balanced"),
+        type=_checkpointing,
         default="disabled",
-        help="gradient checkpointing strategy",
+        metavar="{disabled,balanced,budget:F,budget:N[MiB]}",
+        help="gradient checkpointing strategy: disabled, balanced, or a memory budget for the "
+        "saved values (budget:0.4 = 40%% of the Disabled peak; budget:512MiB in bytes)",
     )
     p.add_argument("--output", type=Path, help="output directory (default: runs/<timestamp>)")
     p.add_argument(
@@ -154,6 +159,15 @@ def add_parser(sub: Any) -> None:
     )
     g.add_argument("--text", type=Path, metavar="PATH", help="train on a local text file")
     p.set_defaults(run=run, parser=p)
+
+
+def _checkpointing(s: str) -> str:
+    """A strategy's spelling (``ember.checkpoint.spelling``), checked and lower-cased."""
+    try:
+        parse_strategy(s)
+    except AutodiffError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return s.strip().lower()
 
 
 def _positive_int(s: str) -> int:
@@ -356,8 +370,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     device = tasks.device_of(args.device)
     tasks.set_matmul_precision(device, args.matmul_precision)
     train_device = device.autodiff()
-    if args.checkpointing == "balanced":
-        train_device = train_device.gradient_checkpointing()
+    strategy = parse_strategy(args.checkpointing)
+    if strategy != GradientCheckpointingStrategy.Disabled:
+        train_device = train_device.gradient_checkpointing(budget=strategy)
 
     extra: dict[str, Any] = {}
     train: Any
@@ -415,6 +430,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         allow_nonfinite=args.allow_nonfinite,
         best_metric="valid_loss" if args.model == "gpt" else "valid_accuracy",
         precision=args.precision,
+        # the GPT's loss fuses the LM head with the cross-entropy: no (B, T, vocab) logits
+        loss_fn=language_model_step if args.model == "gpt" else None,
     )
     on = f"text {args.text}" if args.text is not None else label
     split = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -133,6 +134,10 @@ class GPT(nn.Module):
         self.load_state_dict(state, strict=False)
 
     def forward(self, idx: Tensor) -> Tensor:
+        return self.lm_head(self.hidden(idx))
+
+    def hidden(self, idx: Tensor) -> Tensor:
+        """The final LayerNorm's output (B, T, n_embd): what the LM head projects."""
         T = idx.shape[1]
         if T > self.cfg.block_size:
             raise ShapeError(
@@ -143,7 +148,16 @@ class GPT(nn.Module):
         x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C)
         for i in range(self.n_layer):
             x = getattr(self, f"h{i}")(x)
-        return self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
+
+    def loss(self, idx: Tensor, targets: Tensor, *, ignore_index: int = -100) -> Tensor:
+        """The training loss: mean cross-entropy of the next-token logits against ``targets``
+        (B, T), with the LM head and the loss fused (``F.linear_cross_entropy``): the (B, T,
+        vocab) logits and their gradient are never materialised. Equals
+        ``F.cross_entropy(self(idx).reshape((-1, V)), targets.reshape((-1,)))``."""
+        return F.linear_cross_entropy(
+            self.hidden(idx), self.lm_head.weight.val(), targets, ignore_index=ignore_index
+        )
 
     def generate(
         self,
@@ -184,3 +198,10 @@ class GPT(nn.Module):
             if training:
                 self.train()
         return out
+
+
+def language_model_step(model: GPT, batch: Sequence[Tensor]) -> tuple[Tensor, None, Tensor]:
+    """A ``Learner`` loss step for ``GPT``: ``model.loss(x, y)`` (LM head and cross-entropy
+    fused), with no logits for the metrics (loss and perplexity read the loss only)."""
+    x, y = batch[0], batch[-1]
+    return model.loss(x, y), None, y
