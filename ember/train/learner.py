@@ -14,10 +14,10 @@ import numpy as np
 
 from .._core.tensor import Tensor
 from .._generator import get_rng_state, set_rng_state
-from ..checkpoint.spelling import parse_strategy
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import EmberError
 from .callbacks import Callback
+from .captured import CapturedSteps
 from .display import Display, make_display
 from .errors import NonFiniteError
 from .logging import MetricLog, plot_curves
@@ -78,9 +78,7 @@ class Learner:
         grad_accumulation: Micro-batches whose gradients are summed (each loss scaled by 1/n)
             before one optimizer step.
         checkpointing: True switches the model to gradient checkpointing (``Balanced``), False to
-            ``Disabled``, None keeps the model's strategy; a ``GradientCheckpointingStrategy``
-            (e.g. ``budget(fraction=0.4)``) or its spelling (``"disabled"``, ``"balanced"``,
-            ``"budget:0.4"``, ``"budget:512MiB"``) selects that one.
+            ``Disabled``, None keeps the model's strategy.
         callbacks: ``Callback``s such as ``EarlyStopping``.
         display: "auto", "tty", "plain", "none" or a ``Display``.
         best_metric: A column such as "valid_loss" (lower is better; "accuracy" columns: higher);
@@ -104,6 +102,11 @@ class Learner:
             state stay float32); "fp16" also scales the loss with an ``em.amp.GradScaler``
             (a step whose gradients overflow is skipped; the scale is kept in records).
             Single-device training only.
+        capture: True runs each training step through ``em.capture`` (``ember/train/
+            captured.py``): on a CUDA device one CUDA-graph replay per batch (forward, backward,
+            clipping and the update), recorded once per batch shape; on CPU backends the eager
+            step. Single-device, "fp32" or "bf16" only (fp16's loss scaler reads the overflow
+            flag on the host). A ``loss_fn`` must not read values on the host.
 
     Example:
         >>> learner = Learner(model, em.optim.Adam(), lr=1e-3, output_dir="runs/demo")
@@ -123,13 +126,14 @@ class Learner:
         output_dir: str | Path | None = None,
         keep_records: int = 3,
         grad_accumulation: int = 1,
-        checkpointing: bool | str | GradientCheckpointingStrategy | None = None,
+        checkpointing: bool | None = None,
         callbacks: Iterable[Callback] = (),
         display: str | Display = "auto",
         best_metric: str | None = None,
         devices: Sequence[Any] | None = None,
         allow_nonfinite: bool = False,
         precision: str = "fp32",
+        capture: bool = False,
     ) -> None:
         if grad_accumulation < 1:
             raise ValueError(f"Learner: expected grad_accumulation >= 1, got {grad_accumulation}.")
@@ -138,18 +142,25 @@ class Learner:
         self.model = model
         self.optimizer = optimizer
         self._amp = _Precision(precision, devices is not None)
+        if capture and (devices is not None or precision == "fp16"):
+            raise ValueError(
+                "Learner: capture=True trains on one device in fp32 or bf16, got "
+                f"devices={devices!r}, precision={precision!r}. fp16's loss scaler reads the "
+                "overflow flag on the host each step; drop capture or use bf16."
+            )
+        self._captured: CapturedSteps | None = None  # set once the loss step is known
+        self._capture = bool(capture)
         self._lr_const = float(lr) if isinstance(lr, (int, float)) else None
         self._schedule: Iterator[float] | None = None if self._lr_const is not None else iter(lr)  # type: ignore[arg-type]
         self.lr = self._lr_const if self._lr_const is not None else math.nan
         self.loss_fn: LossFn = loss_fn or classification_step
+        if self._capture:
+            self._captured = CapturedSteps(self.loss_fn, self._amp)
         self.metrics: list[Metric] = list(metrics) if metrics is not None else default_metrics()
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.keep_records = keep_records
         self.grad_accumulation = grad_accumulation
-        # a spelled strategy is read here, so a bad one fails before training starts
-        self.checkpointing = (
-            parse_strategy(checkpointing) if isinstance(checkpointing, str) else checkpointing
-        )
+        self.checkpointing = checkpointing
         self.callbacks = list(callbacks)
         self.display: Display = make_display(display) if isinstance(display, str) else display
         self.epoch = 0  # completed epochs
@@ -217,21 +228,17 @@ class Learner:
         params = list(self.model.parameters())
         if not params:
             return
-        c = self.checkpointing
-        if isinstance(c, GradientCheckpointingStrategy):
-            want = c
-        else:
-            want = (
-                GradientCheckpointingStrategy.Balanced
-                if c
-                else GradientCheckpointingStrategy.Disabled
-            )
+        want = (
+            GradientCheckpointingStrategy.Balanced
+            if self.checkpointing
+            else GradientCheckpointingStrategy.Disabled
+        )
         value = params[0].val()
         if value.gradient_checkpointing_strategy() == want:
             return
         device = value.device.without_autodiff().autodiff()
-        if want != GradientCheckpointingStrategy.Disabled:
-            device = device.gradient_checkpointing(budget=want)
+        if self.checkpointing:
+            device = device.gradient_checkpointing()
         self.model = self.model.fork(device)
 
     # ------------------------------------------------------------------ one epoch
@@ -256,7 +263,11 @@ class Learner:
         done = 0
         scale = 1.0 if acc is None else 1.0 / self.grad_accumulation
         for batch in train:
-            grads, loss_value, logits_np, targets_np = self._backward(batch, scale, needs_logits)
+            if self._captured is not None and acc is None:  # forward, backward and update
+                step = self._captured_step(batch, needs_logits)
+            else:
+                step = self._backward(batch, scale, needs_logits)
+            grads, loss_value, logits_np, targets_np = step
             if not (self.allow_nonfinite or math.isfinite(loss_value)):  # read for the metrics
                 raise self._nonfinite(
                     "train_loss",
@@ -271,7 +282,9 @@ class Learner:
             if acc is not None:
                 acc.accumulate(self.model, grads)
                 pending += 1
-            if acc is None or pending == self.grad_accumulation:
+            if grads is None:
+                pass  # the captured step updated the model already
+            elif acc is None or pending == self.grad_accumulation:
                 self._step(acc.grads() if acc is not None else grads)
                 pending = 0
             out = StepOutput(loss_value, n, logits_np, targets_np, self.lr)
@@ -303,6 +316,11 @@ class Learner:
             return r.grads, r.loss, r.logits, r.targets
         from ..optim import GradientsParams
 
+        if self._captured is not None:  # a captured micro-step of gradient accumulation
+            loss, logits, targets, grads = self._captured.micro(
+                self.model, tuple(batch), scale, needs_logits
+            )
+            return grads, float(loss.item()), _numpy(logits), _numpy(targets)
         with self._amp.autocast():
             loss, logits, targets = self.loss_fn(self.model, batch)
         scaled = self._amp.scale(loss if scale == 1.0 else loss * scale)
@@ -316,8 +334,24 @@ class Learner:
 
     def _step(self, grads: Any) -> None:
         self.lr = self._next_lr()
-        self.model = self._amp.step(self.optimizer, self.lr, self.model, grads)
+        if self._captured is not None:
+            self._captured.apply(self.model, self.optimizer, grads, self.lr)
+        else:
+            self.model = self._amp.step(self.optimizer, self.lr, self.model, grads)
         self.steps += 1
+
+    def _captured_step(
+        self, batch: Sequence[Tensor], needs_logits: bool
+    ) -> tuple[Any, float, np.ndarray | None, np.ndarray | None]:
+        """One whole captured training step (``capture=True``, no accumulation): the loss and
+        the metrics' logits and targets, read after the call."""
+        assert self._captured is not None
+        self.lr = self._next_lr()
+        loss, logits, targets = self._captured.whole(
+            self.model, self.optimizer, tuple(batch), self.lr, needs_logits
+        )
+        self.steps += 1
+        return None, float(loss.item()), _numpy(logits), _numpy(targets)
 
     # ------------------------------------------------------------------ divergence
     def _nonfinite(
