@@ -15,6 +15,7 @@ from ..autodiff.requirement import Requirement
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import AutodiffError, DTypeError, ShapeError
 from ..ops import OPS
+from .base import TensorBase
 from .device import Device
 from .dispatch import record, wrap
 
@@ -165,13 +166,22 @@ def to_device(self: Tensor, device: Device) -> Tensor:
     return record(_TO_DEVICE, (self,), (self._data,), out, attrs, self._strategy, dst)
 
 
-def backward(self: Tensor) -> Gradients:
-    """Backpropagate from this tensor (a non-scalar is seeded with ones) -> ``Gradients``."""
+def backward(self: Tensor, *, create_graph: bool = False) -> Gradients:
+    """Backpropagate from this tensor (a non-scalar is seeded with ones) -> ``Gradients``.
+
+    ``create_graph=True`` records the backward itself: the gradients are tracked tensors of a
+    new graph on the same leaves, and this graph is left unconsumed (SEMANTICS.md §13).
+    """
+    if create_graph:
+        from ..autodiff.higher import backward_graph  # the recorded pass builds on the core
+
+        return backward_graph(self)
     return backward_of(self, None)  # ember.autodiff.backward(self), less its checks
 
 
 def grad(self: Tensor, grads: Gradients) -> Tensor | None:
-    """This require-grad leaf's gradient in ``grads`` (a plain tensor), or ``None``."""
+    """This require-grad leaf's gradient in ``grads``, or ``None``: a plain tensor (a tracked
+    one when ``grads`` came from ``backward(create_graph=True)``)."""
     if not isinstance(grads, Gradients):
         _check_gradients("grad", grads)
     n = self._node
@@ -180,6 +190,8 @@ def grad(self: Tensor, grads: Gradients) -> Tensor | None:
     g = grads.get(n.id)
     if g is None:
         return None
+    if isinstance(g, TensorBase):  # a tracked gradient of backward(create_graph=True)
+        return g  # type: ignore[return-value]
     return wrap(self.__class__, g, self._dev)
 
 
@@ -191,6 +203,8 @@ def grad_remove(self: Tensor, grads: Gradients) -> Tensor | None:
     if n is None or n.requirement is not _GRAD:
         return None
     g = grads.pop(n.id)
+    if isinstance(g, TensorBase):  # a tracked gradient of backward(create_graph=True)
+        return g  # type: ignore[return-value]
     return None if g is None else wrap(self.__class__, g, self._dev)
 
 

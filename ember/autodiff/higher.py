@@ -29,9 +29,23 @@ from .requirement import Requirement
 from .rule_backend import NotRecordable, RuleBackend, RuleTensor
 
 _GRAD = Requirement.GRAD
-# rows whose residuals are functions of their inputs that the RuleBackend form recomputes from
-# them (cross-entropy's logsumexp): any other residual row has no recorded form
-_RESIDUALS_RECOMPUTED = frozenset({"cross_entropy"})
+
+
+def _lse_of_linear(rb: RuleBackend, inputs: tuple[Tensor, ...]) -> Tensor:
+    """linear_cross_entropy's residual, each row's logsumexp of ``x W^T + b``, rebuilt from the
+    inputs as rows (the full (N, V) logits are held for this pass: the chunked forward's saving
+    does not carry over to a recorded backward)."""
+    x, w, bias, _ = inputs
+    z = rb.row("linear", (x, w, bias))
+    m = rb.const(rb.raw.max_dim(z._data, 1))  # the shift: its gradient cancels, a constant
+    lse = rb.log(rb.sum_dim(rb.exp(z - m), 1)) + m
+    return rb.reshape(lse, (x.shape[0],))
+
+
+# residual rows with a recorded form: the residual (a function of the inputs) rebuilt as rows, or
+# None where the RuleBackend kernel recomputes it itself (cross_entropy's logsumexp); any other
+# residual row has no recorded form
+_RESIDUALS: dict[str, Any] = {"cross_entropy": None, "linear_cross_entropy": _lse_of_linear}
 
 
 class _Ctx:
@@ -278,7 +292,7 @@ def _step(
     """Run ``n``'s rule on tensors: its saved (or fetched) values, ``g`` as the gradient."""
     spec = n.spec
     name = spec.name
-    if spec.saves_residuals and name not in _RESIDUALS_RECOMPUTED:
+    if spec.saves_residuals and name not in _RESIDUALS:
         raise _no_form(name, "its rule reads residuals that the recorded pass cannot rebuild")
     if name == "to_device":
         src = n.attrs["src"]
@@ -301,8 +315,12 @@ def _step(
         output = as_tensor(v, n.b, n)
     rule = spec.rule
     assert rule is not None  # a recorded node's row is differentiable
+    ctx = _Ctx(n, rb, inputs, output, parents)
+    rebuild = _RESIDUALS.get(name) if spec.saves_residuals else None
+    if rebuild is not None:
+        ctx.saved = rebuild(rb, inputs)
     try:
-        result = rule(_Ctx(n, rb, inputs, output, parents), g)
+        result = rule(ctx, g)
     except NotRecordable as e:
         raise _no_form(
             name, f"its rule calls the fused backend kernel {e.kernel!r}, which has no row"

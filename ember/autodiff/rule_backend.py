@@ -12,6 +12,7 @@ the pass turns into an ``AutodiffError`` naming the row.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -82,6 +83,31 @@ class RuleBackend:
         spec = OPS[name]
         return apply(spec, list(xs) if spec.arity == -1 else tuple(xs), attrs)
 
+    def __getattr__(self, name: str) -> Any:
+        """Any other backend method that is a row's forward (the registry's convention: a row
+        named like the backend method, no ``forward=`` of its own) dispatches that row; rows
+        without a gradient (comparisons, ``floor_divide``) give constants. Anything else is an
+        ``AttributeError``, which the recorded pass reports naming the row whose rule asked."""
+        spec = OPS.get(name)
+        method = getattr(self.raw, name, None) if spec is not None else None
+        if spec is None or spec.forward is not None or method is None or spec.arity < 1:
+            raise AttributeError(name, name=name, obj=self)
+        try:
+            attr_names = list(inspect.signature(method).parameters)[spec.arity :]
+        except (TypeError, ValueError):  # a builtin kernel (torch.neg): inputs only
+            attr_names = []
+
+        def call(*args: Any, **kwargs: Any) -> Tensor:
+            xs = args[: spec.arity]
+            attrs = dict(zip(attr_names, args[spec.arity :]))
+            attrs.update(kwargs)
+            if spec.backward is None or not any(isinstance(x, Tensor) and x._node for x in xs):
+                return self.const(method(*[_u(x) for x in xs], **attrs))
+            ts = [x if isinstance(x, Tensor) else self.const(x) for x in xs]
+            return self.row(name, ts, **attrs)
+
+        return call
+
     # ------------------------------------------------------------------ dtypes and constants
     def dtype_of(self, x: Tensor) -> Any:
         return x.dtype
@@ -119,6 +145,15 @@ class RuleBackend:
 
     def lower_equal(self, x: Any, y: Any) -> Tensor:
         return self.const(self.raw.lower_equal(_u(x), _u(y)))
+
+    def equal(self, x: Any, y: Any) -> Tensor:
+        return self.const(self.raw.equal(_u(x), _u(y)))
+
+    def not_equal(self, x: Any, y: Any) -> Tensor:
+        return self.const(self.raw.not_equal(_u(x), _u(y)))
+
+    def arange(self, start: int, end: int, step: int, dtype: Any) -> Tensor:
+        return self.const(self.raw.arange(start, end, step, dtype))
 
     def logical_and(self, x: Tensor, y: Tensor) -> Tensor:
         return self.const(self.raw.logical_and(_u(x), _u(y)))
