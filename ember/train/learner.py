@@ -14,6 +14,7 @@ import numpy as np
 
 from .._core.tensor import Tensor
 from .._generator import get_rng_state, set_rng_state
+from ..checkpoint.spelling import parse_strategy
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import EmberError
 from .callbacks import Callback
@@ -78,7 +79,9 @@ class Learner:
         grad_accumulation: Micro-batches whose gradients are summed (each loss scaled by 1/n)
             before one optimizer step.
         checkpointing: True switches the model to gradient checkpointing (``Balanced``), False to
-            ``Disabled``, None keeps the model's strategy.
+            ``Disabled``, None keeps the model's strategy; a ``GradientCheckpointingStrategy``
+            (e.g. ``budget(fraction=0.4)``) or its spelling (``"disabled"``, ``"balanced"``,
+            ``"budget:0.4"``, ``"budget:512MiB"``) selects that one.
         callbacks: ``Callback``s such as ``EarlyStopping``.
         display: "auto", "tty", "plain", "none" or a ``Display``.
         best_metric: A column such as "valid_loss" (lower is better; "accuracy" columns: higher);
@@ -126,7 +129,7 @@ class Learner:
         output_dir: str | Path | None = None,
         keep_records: int = 3,
         grad_accumulation: int = 1,
-        checkpointing: bool | None = None,
+        checkpointing: bool | str | GradientCheckpointingStrategy | None = None,
         callbacks: Iterable[Callback] = (),
         display: str | Display = "auto",
         best_metric: str | None = None,
@@ -160,7 +163,10 @@ class Learner:
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.keep_records = keep_records
         self.grad_accumulation = grad_accumulation
-        self.checkpointing = checkpointing
+        # a spelled strategy is read here, so a bad one fails before training starts
+        self.checkpointing = (
+            parse_strategy(checkpointing) if isinstance(checkpointing, str) else checkpointing
+        )
         self.callbacks = list(callbacks)
         self.display: Display = make_display(display) if isinstance(display, str) else display
         self.epoch = 0  # completed epochs
@@ -228,17 +234,21 @@ class Learner:
         params = list(self.model.parameters())
         if not params:
             return
-        want = (
-            GradientCheckpointingStrategy.Balanced
-            if self.checkpointing
-            else GradientCheckpointingStrategy.Disabled
-        )
+        c = self.checkpointing
+        if isinstance(c, GradientCheckpointingStrategy):
+            want = c
+        else:
+            want = (
+                GradientCheckpointingStrategy.Balanced
+                if c
+                else GradientCheckpointingStrategy.Disabled
+            )
         value = params[0].val()
         if value.gradient_checkpointing_strategy() == want:
             return
         device = value.device.without_autodiff().autodiff()
-        if self.checkpointing:
-            device = device.gradient_checkpointing()
+        if want != GradientCheckpointingStrategy.Disabled:
+            device = device.gradient_checkpointing(budget=want)
         self.model = self.model.fork(device)
 
     # ------------------------------------------------------------------ one epoch
