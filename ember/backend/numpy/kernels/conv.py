@@ -1,6 +1,9 @@
 """NumPy kernels of 2-d convolution and transposed convolution, forward and backward.
 
-Each uses the im2col columns of ``im2col.py`` and one matrix product per group.
+Each uses the im2col columns of ``im2col.py`` and one matrix product per group. A batch with at
+least one image per pool thread is worked through a few images at a time (``conv_chunks.py``):
+each chunk's columns are built, multiplied and dropped while in cache; smaller batches build the
+whole batch's columns and split the products' columns between the threads.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .blas import serial
+from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _Geometry
 from .pool import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
 
@@ -76,8 +80,21 @@ def conv2d(
     dilation: Pair,
     groups: int,
 ) -> np.ndarray:
-    geo = _Geometry(x.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
-    y = geo.unrows(_matmul_wide(_weight_rows(weight, groups), geo.im2col(x, groups)))
+    kernel = (weight.shape[2], weight.shape[3])
+    geo = _Geometry(x.shape, kernel, stride, padding, dilation)
+    rows = _weight_rows(weight, groups)
+    work = x.shape[0] * geo.columns * weight[0].size * weight.shape[0]
+    if chunked(x.shape[0], work):
+        ch = Chunks(x.shape, kernel, stride, padding, dilation, x.dtype.itemsize)
+        y = np.empty((x.shape[0], weight.shape[0], *geo.out), dtype=np.result_type(x, weight))
+
+        def run(lo: int, hi: int) -> None:
+            for s, e, g in ch.each(lo, hi):
+                g.unrows_into(np.matmul(rows, g.im2col(x[s:e], groups)), y[s:e])
+
+        by_images(x.shape[0], work, run)
+    else:
+        y = geo.unrows(_matmul_wide(rows, geo.im2col(x, groups)))
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -94,7 +111,17 @@ def conv2d_backward(
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
-    geo = _Geometry(x.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
+    kernel = (weight.shape[2], weight.shape[3])
+    geo = _Geometry(x.shape, kernel, stride, padding, dilation)
+    work = x.shape[0] * geo.columns * weight[0].size * weight.shape[0]
+    if chunked(x.shape[0], work) and (need_input or need_weight):
+        ch = Chunks(x.shape, kernel, stride, padding, dilation, x.dtype.itemsize)
+        gx, gw = _conv2d_backward_chunks(ch, grad, x, weight, groups, need_input, need_weight, work)
+        if gw is not None and not _all_finite(gw) and geo.has_junk:
+            # a non-finite x in a junk column met g's zero there: the whole-batch way, zeroed
+            g = geo.rows(grad, groups)
+            gw = _matmul_nt(g, geo.im2col(x, groups, zero_junk=True)).reshape(weight.shape)
+        return gx, gw, grad.sum(axis=(0, 2, 3))
     g = geo.rows(grad, groups)  # (G, Og, N*columns)
 
     def weight_grad() -> np.ndarray:
@@ -122,6 +149,45 @@ def conv2d_backward(
     return gx, gw, g.sum(axis=2).reshape(-1)
 
 
+def _conv2d_backward_chunks(
+    ch: Chunks,
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    groups: int,
+    need_input: bool,
+    need_weight: bool,
+    work: int,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """conv2d's x and weight gradients, chunk by chunk (weight gradient summed per thread)."""
+    t_rows = _weight_rows(weight, groups).transpose(0, 2, 1)
+    zero_junk = not _all_finite(weight)
+    gx = np.empty(x.shape, dtype=np.result_type(grad, weight)) if need_input else None
+    parts: list[np.ndarray] = []
+
+    def run(lo: int, hi: int) -> None:
+        acc = None
+        for s, e, g in ch.each(lo, hi):
+            gr = g.rows(grad[s:e], groups)
+            if need_weight:
+                p = _matmul_nt(gr, g.im2col(x[s:e], groups))
+                acc = p if acc is None else np.add(acc, p, out=acc)
+            if gx is not None:
+                gx[s:e] = g.col2im(np.matmul(t_rows, gr), zero_junk=zero_junk)
+        if acc is not None:
+            parts.append(acc)
+
+    by_images(x.shape[0], work, run)
+    return gx, (_sum_parts(parts, weight.shape) if need_weight else None)
+
+
+def _sum_parts(parts: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    out = parts[0]
+    for p in parts[1:]:
+        out += p
+    return out.reshape(shape)
+
+
 def conv_transpose2d(
     x: np.ndarray,
     weight: np.ndarray,
@@ -144,8 +210,21 @@ def conv_transpose2d(
     # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
     # this op is that conv's input gradient
     geo = _Geometry(out_shape, (kh, kw), stride, padding, dilation)
-    dcols = _matmul_wide(_weight_rows(weight, groups).transpose(0, 2, 1), geo.rows(x, groups))
-    y = geo.col2im(dcols, zero_junk=not _all_finite(weight))
+    t_rows = _weight_rows(weight, groups).transpose(0, 2, 1)
+    zero_junk = not _all_finite(weight)
+    work = n * geo.columns * weight.size
+    if chunked(n, work):
+        ch = Chunks(out_shape, (kh, kw), stride, padding, dilation, x.dtype.itemsize)
+        y = np.empty(out_shape, dtype=np.result_type(x, weight))
+
+        def run(lo: int, hi: int) -> None:
+            for s, e, g in ch.each(lo, hi):
+                dcols = np.matmul(t_rows, g.rows(x[s:e], groups))
+                y[s:e] = g.col2im(dcols, zero_junk=zero_junk)
+
+        by_images(n, work, run)
+    else:
+        y = geo.col2im(_matmul_wide(t_rows, geo.rows(x, groups)), zero_junk=zero_junk)
     y += bias.reshape(1, -1, 1, 1)
     return y
 
@@ -161,9 +240,19 @@ def conv_transpose2d_backward(
     need_input: bool,
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    geo = _Geometry(grad.shape, (weight.shape[2], weight.shape[3]), stride, padding, dilation)
+    kernel = (weight.shape[2], weight.shape[3])
+    geo = _Geometry(grad.shape, kernel, stride, padding, dilation)
     gx = gw = None
-    if need_input or need_weight:
+    work = grad.shape[0] * geo.columns * weight.size
+    if (need_input or need_weight) and chunked(grad.shape[0], work):
+        ch = Chunks(grad.shape, kernel, stride, padding, dilation, grad.dtype.itemsize)
+        gx, gw = _transpose_backward_chunks(
+            ch, grad, x, weight, groups, need_input, need_weight, work
+        )
+        if gw is not None and not _all_finite(gw) and geo.has_junk:  # as in conv2d_backward
+            gw = _matmul_nt(geo.rows(x, groups), geo.im2col(grad, groups, zero_junk=True))
+            gw = gw.reshape(weight.shape)
+    elif need_input or need_weight:
         cols = geo.im2col(grad, groups)
         if need_input:
             gx = geo.unrows(_matmul_wide(_weight_rows(weight, groups), cols))
@@ -174,3 +263,34 @@ def conv_transpose2d_backward(
                 gw = _matmul_nt(xrows, geo.im2col(grad, groups, zero_junk=True))
                 gw = gw.reshape(weight.shape)
     return gx, gw, grad.sum(axis=(0, 2, 3))
+
+
+def _transpose_backward_chunks(
+    ch: Chunks,
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    groups: int,
+    need_input: bool,
+    need_weight: bool,
+    work: int,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """conv_transpose2d's x and weight gradients, chunk by chunk."""
+    rows = _weight_rows(weight, groups)
+    gx = np.empty(x.shape, dtype=np.result_type(grad, weight)) if need_input else None
+    parts: list[np.ndarray] = []
+
+    def run(lo: int, hi: int) -> None:
+        acc = None
+        for s, e, g in ch.each(lo, hi):
+            cols = g.im2col(grad[s:e], groups)
+            if gx is not None:
+                g.unrows_into(np.matmul(rows, cols), gx[s:e])
+            if need_weight:
+                p = _matmul_nt(g.rows(x[s:e], groups), cols)
+                acc = p if acc is None else np.add(acc, p, out=acc)
+        if acc is not None:
+            parts.append(acc)
+
+    by_images(grad.shape[0], work, run)
+    return gx, (_sum_parts(parts, weight.shape) if need_weight else None)

@@ -198,6 +198,12 @@ class _Geometry:
             m[..., : self.out[1]] = yt
         return m.reshape(groups, o // groups, -1)
 
+    def unrows_into(self, m: np.ndarray, out: np.ndarray) -> None:
+        """``unrows(m)`` written into ``out`` (N, O, Ho, Wo) (one copy, no new array)."""
+        o = m.shape[0] * m.shape[1]
+        t = m.reshape(o, self.shape[0], self.out[0], self.width)[..., : self.out[1]]
+        out[...] = t.transpose(1, 0, 2, 3)
+
     def unrows(self, m: np.ndarray) -> np.ndarray:
         """(G, O/G, N*columns) -> (N, O, Ho, Wo), contiguous, junk columns dropped."""
         o = m.shape[0] * m.shape[1]

@@ -1,0 +1,127 @@
+"""The image-chunked NumPy convolution kernels against PyTorch and the whole-batch kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ember.backend.numpy.kernels import conv, conv_chunks
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+# (x shape, weight shape (O, C/G, kh, kw), stride, padding, dilation, groups)
+CASES = [
+    ((5, 4, 16, 16), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # flat columns with junk
+    ((7, 6, 13, 11), (6, 3, 3, 2), (2, 1), (1, 2), (2, 1), 2),  # strides, dilation, groups
+    ((5, 3, 9, 9), (4, 3, 5, 5), (1, 1), (2, 2), (1, 1), 1),
+    ((6, 4, 8, 8), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4),  # depthwise
+    ((3, 2, 7, 7), (4, 2, 1, 1), (2, 2), (0, 0), (1, 1), 1),  # 1x1, stride 2
+    ((4, 3, 12, 10), (5, 3, 4, 4), (2, 2), (1, 1), (1, 1), 1),  # DCGAN-like 4x4 stride 2
+]
+IDS = ["flat", "strided_dilated_groups", "5x5", "depthwise", "1x1_s2", "4x4_s2"]
+TOL = {np.float32: 2e-5, np.float64: 1e-12}
+
+
+@pytest.fixture(params=["whole", "one_image", "three_images"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The kernels' path: whole-batch columns, or chunks of one or of three images."""
+    if request.param == "whole":
+        monkeypatch.setattr(conv, "chunked", lambda n, work: False)
+    else:
+        monkeypatch.setattr(conv, "chunked", lambda n, work: True)
+        per = 1 if request.param == "one_image" else 3
+        monkeypatch.setattr(conv_chunks, "_images_per_chunk", lambda geo, c, item: per)
+    return str(request.param)
+
+
+def _close(got: Any, want: Any, dtype: type) -> None:
+    want = want.detach().numpy()
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOL[dtype] * scale)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_conv2d_forward_backward(
+    case: Any, dtype: type, threads: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", threads)
+    xs, ws, st, pd, dl, gr = case
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=xs).astype(dtype), rng.normal(size=ws).astype(dtype)
+    b = rng.normal(size=ws[0]).astype(dtype)
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    ty = TF.conv2d(tx, tw, tb, st, pd, dl, gr)
+    g = rng.normal(size=tuple(ty.shape)).astype(dtype)
+    ty.backward(torch.tensor(g))
+    y = conv.conv2d(x, w, b, st, pd, dl, gr)
+    assert y.dtype == dtype
+    _close(y, ty, dtype)
+    gx, gw, gb = conv.conv2d_backward(g, x, w, st, pd, dl, gr, True, True)
+    _close(gx, tx.grad, dtype)
+    _close(gw, tw.grad, dtype)
+    _close(gb, tb.grad, dtype)
+    only_x = conv.conv2d_backward(g, x, w, st, pd, dl, gr, True, False)
+    only_w = conv.conv2d_backward(g, x, w, st, pd, dl, gr, False, True)
+    assert only_x[1] is None and only_w[0] is None
+    _close(only_x[0], tx.grad, dtype)
+    _close(only_w[1], tw.grad, dtype)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_conv_transpose2d_forward_backward(
+    case: Any, dtype: type, threads: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", threads)
+    xs, ws, st, pd, dl, gr = case
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=xs).astype(dtype)
+    w = rng.normal(size=(xs[1], ws[0] // gr, ws[2], ws[3])).astype(dtype)  # (C_in, C_out/G, ..)
+    b = rng.normal(size=w.shape[1] * gr).astype(dtype)
+    op = (st[0] - 1, 0)  # an output padding where the stride allows one
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = TF.conv_transpose2d(tx, tw, torch.tensor(b), st, pd, op, gr, dl)
+    g = rng.normal(size=tuple(ty.shape)).astype(dtype)
+    ty.backward(torch.tensor(g))
+    y = conv.conv_transpose2d(x, w, b, st, pd, op, gr, dl)
+    _close(y, ty, dtype)
+    gx, gw, _ = conv.conv_transpose2d_backward(g, x, w, st, pd, gr, dl, True, True)
+    _close(gx, tx.grad, dtype)
+    _close(gw, tw.grad, dtype)
+
+
+def test_chunked_weight_gradient_with_inf_in_a_junk_column(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an inf in x's last column reaches the flat layout's junk columns; PyTorch's weight
+    # gradient is inf/NaN only where a real output meets it
+    monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(4, 2, 6, 6))
+    x[1, 0, 2, 5] = np.inf
+    w = rng.normal(size=(3, 2, 3, 3))
+    g = rng.normal(size=(4, 3, 6, 6))
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    TF.conv2d(tx, tw, None, 1, 1).backward(torch.tensor(g))
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, gw, _ = conv.conv2d_backward(g, x, w, (1, 1), (1, 1), (1, 1), 1, False, True)
+    want = tw.grad.numpy()
+    assert gw is not None
+    np.testing.assert_array_equal(np.isnan(gw), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(gw), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(gw[fin], want[fin], rtol=1e-12, atol=1e-12)
+
+
+def test_chunks_cover_every_image_once() -> None:
+    ch = conv_chunks.Chunks((11, 3, 8, 8), (3, 3), (1, 1), (1, 1), (1, 1), 4)
+    ch.per = 4
+    spans = ch.each(2, 11)
+    assert [(s, e) for s, e, _ in spans] == [(2, 6), (6, 10), (10, 11)]
+    assert [g.shape[0] for _, _, g in spans] == [4, 4, 1]
