@@ -114,6 +114,12 @@ def add_parser(sub: Any) -> None:
         "with dynamic loss scaling (parameters stay float32; pays off on CUDA)",
     )
     p.add_argument(
+        "--capture",
+        action="store_true",
+        help="run each training step through em.capture: on CUDA one CUDA-graph replay per "
+        "batch (recorded once per batch shape); on CPU the eager step. fp32 or bf16 only",
+    )
+    p.add_argument(
         "--seed",
         type=int,
         default=0,
@@ -362,6 +368,11 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     )
 
     args = _resolve(args, parser)
+    if args.capture and args.precision == "fp16":
+        parser.error(
+            "--capture records fp32 or bf16 steps; fp16's loss scaler reads the overflow flag on "
+            "the host every step. Use --precision bf16, or drop --capture."
+        )
     resuming = args.resume is not None
     out: Path = Path(args.output)
     if not resuming and (out / "records").is_dir() and any((out / "records").iterdir()):
@@ -430,6 +441,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         allow_nonfinite=args.allow_nonfinite,
         best_metric="valid_loss" if args.model == "gpt" else "valid_accuracy",
         precision=args.precision,
+        capture=args.capture,
         # the GPT's loss fuses the LM head with the cross-entropy: no (B, T, vocab) logits
         loss_fn=language_model_step if args.model == "gpt" else None,
     )
