@@ -8,6 +8,7 @@ Example:
 
 from . import functional as functional
 from . import init as init
+from .layers import ELU as ELU
 from .layers import GELU as GELU
 from .layers import GRU as GRU
 from .layers import LSTM as LSTM
@@ -22,21 +23,29 @@ from .layers import Dropout as Dropout
 from .layers import Embedding as Embedding
 from .layers import Flatten as Flatten
 from .layers import GroupNorm as GroupNorm
+from .layers import Hardsigmoid as Hardsigmoid
+from .layers import Hardswish as Hardswish
 from .layers import Identity as Identity
 from .layers import LayerNorm as LayerNorm
+from .layers import LeakyReLU as LeakyReLU
 from .layers import Linear as Linear
 from .layers import MaxPool2d as MaxPool2d
+from .layers import Mish as Mish
 from .layers import ModuleDict as ModuleDict
 from .layers import ModuleList as ModuleList
 from .layers import MultiHeadAttention as MultiHeadAttention
+from .layers import PixelShuffle as PixelShuffle
+from .layers import PixelUnshuffle as PixelUnshuffle
 from .layers import ReLU as ReLU
 from .layers import RmsNorm as RmsNorm
 from .layers import RotaryEncoding as RotaryEncoding
 from .layers import Sequential as Sequential
 from .layers import Sigmoid as Sigmoid
 from .layers import SiLU as SiLU
+from .layers import Softplus as Softplus
 from .layers import Tanh as Tanh
 from .layers import TransformerBlock as TransformerBlock
+from .layers import Upsample as Upsample
 from .module import Module as Module
 from .param import Param as Param
 from .param import ParamId as ParamId

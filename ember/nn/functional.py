@@ -31,6 +31,7 @@ from ..ops import OPS
 
 if TYPE_CHECKING:
     from .._generator import Generator
+from .activations import elu, hardsigmoid, hardswish, leaky_relu, mish, softplus
 from .linear_ce import linear_cross_entropy
 from .losses import (
     _FLOAT_DTYPES,
@@ -48,6 +49,7 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
+from .resample import interpolate, pad, pixel_shuffle, pixel_unshuffle
 
 # attrs that are the same on every call, shared by the nodes they are recorded on (which never
 # modify them)
@@ -66,17 +68,26 @@ __all__ = [
     "conv_transpose2d",
     "cross_entropy",
     "dropout",
+    "elu",
     "embedding",
     "gelu",
+    "hardsigmoid",
+    "hardswish",
     "huber_loss",
+    "interpolate",
     "l1_loss",
     "layer_norm",
+    "leaky_relu",
     "linear",
+    "linear_cross_entropy",
     "log_softmax",
     "max_pool2d",
-    "linear_cross_entropy",
+    "mish",
     "mse_loss",
     "nll_loss",
+    "pad",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "relu",
     "rms_norm",
     "scaled_dot_product_attention",
@@ -84,6 +95,7 @@ __all__ = [
     "silu",
     "smooth_l1_loss",
     "softmax",
+    "softplus",
     "tanh",
 ]
 

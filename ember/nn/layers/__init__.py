@@ -1,10 +1,16 @@
 """Layer families of ``em.nn`` (re-exported there)."""
 
+from .activation import ELU as ELU
 from .activation import GELU as GELU
 from .activation import Dropout as Dropout
+from .activation import Hardsigmoid as Hardsigmoid
+from .activation import Hardswish as Hardswish
+from .activation import LeakyReLU as LeakyReLU
+from .activation import Mish as Mish
 from .activation import ReLU as ReLU
 from .activation import Sigmoid as Sigmoid
 from .activation import SiLU as SiLU
+from .activation import Softplus as Softplus
 from .activation import Tanh as Tanh
 from .attention import MultiHeadAttention as MultiHeadAttention
 from .attention import RotaryEncoding as RotaryEncoding
@@ -29,3 +35,6 @@ from .rnn import GRU as GRU
 from .rnn import LSTM as LSTM
 from .shape import Flatten as Flatten
 from .shape import Identity as Identity
+from .shape import PixelShuffle as PixelShuffle
+from .shape import PixelUnshuffle as PixelUnshuffle
+from .shape import Upsample as Upsample
