@@ -15,12 +15,14 @@ from . import data as data
 from . import nn as nn
 from . import ops as _ops  # noqa: F401  (registers every op row)
 from . import optim as optim
+from . import quantization as quantization
 from . import train as train
 from ._capture import capture as capture
 from ._core.creation import Distribution as Distribution
 from ._core.creation import seed as seed
 from ._core.device import Device as Device
 from ._core.device import default_device as default_device
+from ._core.qscheme import QuantScheme as QuantScheme
 from ._core.tensor import Tensor as Tensor
 from ._generator import Generator as Generator
 from ._generator import get_rng_state as get_rng_state
@@ -33,6 +35,7 @@ from .dtype import bool_ as bool  # API.md: em.bool (the builtin is not used bel
 from .dtype import float16 as float16
 from .dtype import float32 as float32
 from .dtype import float64 as float64
+from .dtype import int8 as int8
 from .dtype import int32 as int32
 from .dtype import int64 as int64
 from .errors import AutodiffError as AutodiffError
@@ -61,6 +64,7 @@ __all__ = [
     "float64",
     "float16",
     "bfloat16",
+    "int8",
     "int32",
     "int64",
     "bool",
@@ -69,6 +73,8 @@ __all__ = [
     "GradientCheckpointingStrategy",
     # whole-step capture
     "capture",
+    # quantization
+    "QuantScheme",
     # errors
     "EmberError",
     "AutodiffError",
@@ -83,6 +89,7 @@ __all__ = [
     "data",
     "nn",
     "optim",
+    "quantization",
     "train",
 ]
 

@@ -379,6 +379,11 @@ def as_scalar(op: str, value: Any) -> int | float | bool:
             return float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             pass
+    if getattr(value, "is_quantized", None) is not None:  # a QuantizedTensor operand
+        raise DTypeError(
+            f"{op}: expected a Tensor or a Python number, got a quantized tensor; only layout "
+            "ops, matmul, F.linear and F.embedding take one. Call q.dequantize() first."
+        )
     raise DTypeError(
         f"{op}: expected a Tensor or a Python number, got {type(value).__name__}. "
         "Wrap arrays with em.tensor(...) first."

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DTypeError, ShapeError
 from . import checks
 from .indexing import normalize_key
+from .layout import cat as _tensor_cat
+from .qscheme import QuantScheme
 
 if TYPE_CHECKING:
     from .quantized import QuantizedTensor
@@ -50,8 +52,35 @@ def _find(old: tuple[int, ...], new: tuple[int, ...], i: int) -> int | None:
     return None
 
 
+def _make(
+    values: Tensor,
+    scales: Tensor,
+    zeros: Tensor | None,
+    like: QuantizedTensor,
+    axis: int | None,
+) -> QuantizedTensor:
+    """A quantized tensor with ``like``'s class, scheme, float dtype and context (new arrays and
+    axis); a channel scheme whose axis was indexed away becomes a per-tensor one."""
+    q = object.__new__(type(like))
+    q._values, q._scales, q._zeros = values, scales, zeros
+    s = like._scheme
+    if axis is None and s.channel_axis is not None:
+        s = QuantScheme(s.dtype, s.mode, "tensor")
+    q._scheme = s
+    q._axis = axis
+    q._float = like._float
+    q._strategy = like._strategy
+    return q
+
+
 def _block(q: QuantizedTensor) -> int | None:
     return q._scheme.block
+
+
+def _owns(q: QuantizedTensor, d: int) -> bool:
+    """Whether axis ``d`` has scales of its own (one per index or block), rather than shared:
+    every axis of a block tensor, the channel axis of a channel tensor."""
+    return q._scheme.block is not None or (q._axis == d and q._scheme.channel_axis is not None)
 
 
 def _both(q: QuantizedTensor, fn: Any) -> tuple[Tensor, Tensor | None]:
@@ -66,8 +95,6 @@ class QuantizedLayoutMethods:
 
     def reshape(self: Any, shape: Any) -> QuantizedTensor:
         """Same values in ``shape``; every axis with its own scales must stay whole."""
-        from .quantized import _make
-
         q: QuantizedTensor = self
         values = q._values.reshape(shape)
         old, new = q.shape, values.shape
@@ -86,6 +113,8 @@ class QuantizedLayoutMethods:
             if i is None:
                 continue
             j = _find(old, new, i)
+            if j is None and old[i] == 1 and k is None:
+                continue  # a size-1 channel axis squeezed away: its one scale is the tensor's
             if j is None:
                 raise ShapeError(
                     f"reshape: a quantized tensor {old} -> {new} would split or merge axis {i}, "
@@ -110,8 +139,6 @@ class QuantizedLayoutMethods:
 
     def permute(self: Any, dims: Any) -> QuantizedTensor:
         """Reorder the axes; the channel or block axis moves with them."""
-        from .quantized import _make
-
         q: QuantizedTensor = self
         d = checks.dims("permute", dims, q.ndim)
         values = q._values.permute(d)
@@ -138,8 +165,6 @@ class QuantizedLayoutMethods:
 
     def __getitem__(self: Any, key: Any) -> QuantizedTensor:
         """Basic indexing (ints, slices, None, ...); blocks are never cut."""
-        from .quantized import _make
-
         q: QuantizedTensor = self
         shape = q.shape
         norm = normalize_key(shape, key)
@@ -218,8 +243,6 @@ class QuantizedLayoutMethods:
 
     def select(self: Any, dim: int, indices: Any) -> QuantizedTensor:
         """Slices ``indices`` of ``dim``, in that order; the scales of each come along."""
-        from .quantized import _make
-
         q: QuantizedTensor = self
         d = checks.dim("select", dim, q.ndim)
         values = q._values.select(d, indices)
@@ -228,7 +251,7 @@ class QuantizedLayoutMethods:
                 f"select: axis {d} is quantized in blocks of {_block(q)}; selecting single "
                 "elements would cut them. Select along another axis, or dequantize() first."
             )
-        if q._scales.shape[d] == 1:
+        if not _owns(q, d):
             scales, zeros = q._scales, q._zeros
         else:
             idx = (
@@ -240,11 +263,10 @@ class QuantizedLayoutMethods:
 
 def cat(qs: Sequence[QuantizedTensor], dim: int = 0) -> QuantizedTensor:
     """Join quantized tensors of one scheme along ``dim`` (see the module docstring)."""
-    from .quantized import QuantizedTensor, _make
-    from .tensor import Tensor
-
     items = list(qs)
-    if not all(isinstance(q, QuantizedTensor) for q in items):
+    if not items:
+        raise ShapeError("cat: expected a non-empty list of tensors, got an empty one.")
+    if not all(isinstance(q, QuantizedLayoutMethods) for q in items):
         kinds = sorted({type(q).__name__ for q in items})
         raise DTypeError(
             f"cat: expected quantized tensors only, got {kinds}. Quantize every operand with "
@@ -259,10 +281,10 @@ def cat(qs: Sequence[QuantizedTensor], dim: int = 0) -> QuantizedTensor:
                 f"{first.scheme!r} from {first._float.name}; quantized operands must share one "
                 "scheme. Dequantize them first."
             )
-    values = Tensor.cat([q._values for q in items], d)
+    values = _tensor_cat([q._values for q in items], d)
     if len(items) == 1:
         return first
-    if first._scales.shape[d] == 1 and d != first._axis:
+    if not _owns(first, d):
         ref = first._scales.to_numpy()
         zref = None if first._zeros is None else first._zeros.to_numpy()
         for i, q in enumerate(items[1:], 1):
@@ -276,6 +298,6 @@ def cat(qs: Sequence[QuantizedTensor], dim: int = 0) -> QuantizedTensor:
                     "quantized axis, quantize the joined float tensor, or dequantize() first."
                 )
         return _make(values, first._scales, first._zeros, first, first._axis)
-    scales = Tensor.cat([q._scales for q in items], d)
-    zeros = None if first._zeros is None else Tensor.cat([q._zeros for q in items], d)  # type: ignore[misc]
+    scales = _tensor_cat([q._scales for q in items], d)
+    zeros = None if first._zeros is None else _tensor_cat([q._zeros for q in items], d)  # type: ignore[misc]
     return _make(values, scales, zeros, first, first._axis)

@@ -23,7 +23,7 @@ from ..dtype import DType, float32, int8, int32
 from ..errors import DTypeError, ShapeError
 from . import checks
 from .base import TensorBase
-from .qlayout import QuantizedLayoutMethods
+from .qlayout import QuantizedLayoutMethods, _make
 from .qlayout import cat as _cat
 from .qscheme import QuantScheme
 
@@ -34,9 +34,14 @@ if TYPE_CHECKING:
 _Strategy = GradientCheckpointingStrategy
 
 
-def unsupported(op: str) -> DTypeError:
+class QuantizedDTypeError(DTypeError, AttributeError):
+    """A Tensor method a quantized tensor lacks: a ``DTypeError`` that ``hasattr`` and
+    ``getattr(q, name, default)`` read as a missing attribute, as Python expects."""
+
+
+def unsupported(op: str, cls: type[DTypeError] = DTypeError) -> DTypeError:
     """The error of an op that does not take quantized operands."""
-    return DTypeError(
+    return cls(
         f"{op}: expected a float tensor, got a quantized int8 tensor (QuantizedTensor). Only "
         "layout ops (reshape, permute, transpose, slicing, select, cat), matmul, F.linear and "
         "F.embedding take quantized operands; call q.dequantize() first."
@@ -154,6 +159,14 @@ class QuantizedTensor(QuantizedLayoutMethods):
             out = out.autodiff().with_gradient_checkpointing_strategy(self._strategy)
         return out
 
+    @property
+    def _ckpt_strategy(self) -> _Strategy | None:  # the internal API's name, as on Tensor
+        return self._strategy
+
+    @property
+    def _hardware(self) -> Device:
+        return self._values._hardware
+
     # ------------------------------------------------------------------ autodiff context (§11)
     def is_autodiff(self) -> bool:
         return self._strategy is not None
@@ -181,6 +194,13 @@ class QuantizedTensor(QuantizedLayoutMethods):
     def detach(self) -> QuantizedTensor:
         """Returns this tensor unchanged: it has no history to cut (§11)."""
         return self
+
+    def grad(self, grads: Any) -> None:
+        """``None``: a quantized tensor has no gradient (it is a constant to autodiff)."""
+        return None
+
+    def grad_remove(self, grads: Any) -> None:
+        return None
 
     def autodiff(self) -> QuantizedTensor:
         """Plain -> autodiff (strategy ``Disabled``); autodiff -> unchanged. Still never tracked."""
@@ -237,13 +257,11 @@ class QuantizedTensor(QuantizedLayoutMethods):
 
     # ------------------------------------------------------------------ every other op
     def __getattr__(self, name: str) -> NoReturn:
-        from .tensor import Tensor
-
-        if name.startswith("__") or not hasattr(Tensor, name):
+        if name.startswith("__") or not any(hasattr(c, name) for c in _tensor_classes()):
             raise AttributeError(f"'QuantizedTensor' object has no attribute {name!r}")
         if name.startswith("_"):  # an op's internals reached for the raw array
-            raise unsupported("an op")
-        raise unsupported(name)
+            raise unsupported("an op", QuantizedDTypeError)
+        raise unsupported(name, QuantizedDTypeError)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> NoReturn:
         raise unsupported("__array__ (np.asarray)")
@@ -259,6 +277,28 @@ class QuantizedTensor(QuantizedLayoutMethods):
 
     def __index__(self) -> NoReturn:
         raise unsupported("__index__")
+
+
+def _tensor_classes() -> tuple[type, ...]:
+    """The classes ``Tensor`` is made of (its methods), without importing tensor.py."""
+    from .context import ContextMethods
+    from .elementwise import ElementwiseMethods
+    from .index import IndexMethods
+    from .layout import LayoutMethods
+    from .linalg import LinalgMethods
+    from .reading import ReadingMethods
+    from .reduce import ReduceMethods
+
+    return (
+        ReadingMethods,
+        ContextMethods,
+        ElementwiseMethods,
+        LinalgMethods,
+        LayoutMethods,
+        IndexMethods,
+        ReduceMethods,
+        TensorBase,
+    )
 
 
 def _refuse(op: str) -> Any:
@@ -289,27 +329,6 @@ for _op, _names in {
 }.items():
     for _name in _names:
         setattr(QuantizedTensor, _name, _refuse(_op))
-
-
-def _make(
-    values: Tensor,
-    scales: Tensor,
-    zeros: Tensor | None,
-    like: QuantizedTensor,
-    axis: int | None,
-    scheme: QuantScheme | None = None,
-) -> QuantizedTensor:
-    """A quantized tensor with ``like``'s scheme, float dtype and context (new arrays, axis)."""
-    q = object.__new__(QuantizedTensor)
-    q._values, q._scales, q._zeros = values, scales, zeros
-    s = like._scheme if scheme is None else scheme
-    if axis is None and s.channel_axis is not None:
-        s = QuantScheme(s.dtype, s.mode, "tensor")  # the channel axis was indexed away
-    q._scheme = s
-    q._axis = axis
-    q._float = like._float
-    q._strategy = like._strategy
-    return q
 
 
 def _with_context(q: QuantizedTensor, strategy: _Strategy | None) -> QuantizedTensor:

@@ -42,6 +42,7 @@ from .index import IndexMethods
 from .layout import LayoutMethods
 from .linalg import LinalgMethods
 from .reading import ReadingMethods
+from .quantized import QuantizeMethods
 from .reduce import ReduceMethods
 
 
@@ -53,6 +54,7 @@ class Tensor(
     LayoutMethods,
     IndexMethods,
     ReduceMethods,
+    QuantizeMethods,
     TensorBase,
 ):
     """An n-dimensional array on a device, plain or associated with autodiff.

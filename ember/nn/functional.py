@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._core import checks
+from .._core import qops as _qops
 from .._core.creation import Distribution
 from .._core.dispatch import apply, autocast_policy, unify
+from .._core.quantized import QuantizedTensor
 from .._core.tensor import Tensor
 from ..errors import DTypeError, ShapeError
 from ..ops import OPS
@@ -322,6 +324,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def _linear_checked(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    if isinstance(weight, QuantizedTensor) or isinstance(x, QuantizedTensor):
+        return _qops.linear(x, weight, bias)  # int8 values (ember/_core/qops.py)
     x = _float("linear", x)
     weight = _float("linear", weight, "weight")
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
@@ -358,6 +362,8 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
         >>> embedding(em.tensor([1, 1, 0]), w).tolist()
         [[2.0, 3.0], [2.0, 3.0], [0.0, 1.0]]
     """
+    if isinstance(weight, QuantizedTensor):
+        return _qops.embedding(indices, weight)  # the picked rows, dequantized
     indices = _tensor("embedding", indices, "indices")
     weight = _float("embedding", weight, "weight")
     dt = indices.dtype

@@ -29,6 +29,12 @@ _REDUCTIONS = ("mean", "sum", "none")
 # ---------------------------------------------------------------- shared argument checks
 def _tensor(op: str, x: Any, what: str = "input") -> Tensor:
     if not isinstance(x, Tensor):
+        if getattr(x, "is_quantized", None) is not None:  # a QuantizedTensor
+            raise DTypeError(
+                f"{op}: expected {what} to be a float tensor, got a quantized one; only "
+                "matmul, F.linear and F.embedding take quantized weights. Call "
+                "q.dequantize() first."
+            )
         raise DTypeError(
             f"{op}: expected {what} to be an em.Tensor, got {type(x).__name__}. "
             "Wrap data with em.tensor(...)."

@@ -61,6 +61,8 @@ def _relift(value: Tensor, strategy: _Strategy | None, trainable: bool) -> Tenso
     if strategy is None:
         return value.without_autodiff()
     if value._ckpt_strategy is None:
+        if value.is_quantized():  # a frozen int8 weight (em.quantization): never a leaf
+            return value.autodiff().with_gradient_checkpointing_strategy(strategy)
         # plain -> autodiff leaf in one step (what an optimizer update gives back every step)
         return param_leaf(value, strategy, trainable)
     if value.gradient_checkpointing_strategy() is strategy:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..nn.param import ParamId
+from . import quantized as _quantized
 from .checksum import CHECKED_VERSION
 from .errors import RecordError
 from .io import atomic_write, decode, encode, read_bytes
@@ -25,7 +26,10 @@ def save_module(module: Module, path: str | os.PathLike[str]) -> None:
     The file is a plain safetensors file, readable by any safetensors loader (PyTorch too).
     """
     meta = {"format": MODULE_FORMAT, "version": CHECKED_VERSION, "param_ids": _dump_ids(module)}
-    atomic_write(path, encode(module.state_dict(), meta))
+    state, quantized = _quantized.split(module.state_dict())
+    if quantized:  # int8 values + scales as tensors, their schemes here (record/quantized.py)
+        meta[_quantized.META] = json.dumps(quantized)
+    atomic_write(path, encode(state, meta))
 
 
 def _dump_ids(module: Module) -> str:
@@ -80,4 +84,57 @@ def load_module(module: Module, path: str | os.PathLike[str], *, strict: bool = 
             f"load: {os.fspath(path)!r} holds a {meta.get('format')!r} record, not module state. "
             "Use em.record.load_training for training records."
         )
-    return module.load_state_dict(arrays, strict=strict, ids=_parse_ids("load", meta))
+    ids = _parse_ids("load", meta)
+    arrays, quantized = _quantized.join("load", os.fspath(path), arrays, meta)
+    if not quantized:
+        return module.load_state_dict(arrays, strict=strict, ids=ids)
+    return _load_quantized(module, arrays, quantized, strict, ids)
+
+
+def _load_quantized(
+    module: Module,
+    arrays: dict[str, Any],
+    quantized: dict[str, Any],
+    strict: bool,
+    ids: dict[str, ParamId] | None,
+) -> Module:
+    """Load a record with quantized weights: each goes into its parameter as a frozen
+    ``QuantizedTensor`` (a float model becomes a quantized one), the rest as usual."""
+    from ..errors import DTypeError, ShapeError
+    from ..quantization.model import frozen_in
+
+    params = dict(module.named_parameters())
+    bad = [n for n in quantized if n not in params]
+    if bad:
+        raise RecordError(
+            f"load: the record holds quantized weights {bad} that {type(module).__name__} has "
+            "no parameters for. Load it into the model it was saved from."
+        )
+    for name, q in quantized.items():
+        p = params[name]
+        v: Any = p.val()  # a Tensor, or a QuantizedTensor when the model is quantized already
+        want = v.float_dtype if v.is_quantized() else v.dtype
+        if q.shape != p.shape:
+            raise ShapeError(f"load: {name}: expected shape {p.shape}, got {q.shape}.")
+        if q.float_dtype is not want:
+            raise DTypeError(
+                f"load: {name}: expected weights of {want.name}, got {q.float_dtype.name}."
+            )
+    if strict:
+        expected = set(params) | {n for n, _ in module.named_buffers()}
+        tied = module._tied_names()
+        missing = [n for n in expected if n not in arrays and n not in quantized and n not in tied]
+        unexpected = [n for n in arrays if n not in expected]
+        if missing or unexpected:
+            raise RecordError(
+                f"load: names differ from {type(module).__name__}'s; missing: "
+                f"{missing or 'none'}; unexpected: {unexpected or 'none'}. Check the layer "
+                "names or pass strict=False."
+            )
+    module.load_state_dict(arrays, strict=False, ids=ids)
+    for name, q in quantized.items():
+        p = params[name]
+        frozen_in(p, q.to_device(p.val().device.without_autodiff()))
+        if ids is not None and name in ids:
+            p.id = ids[name]
+    return module

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 from .elementwise import ElementwiseOps
 from .fused import FusedBackwards
 from .index import IndexOps
 from .layout import LayoutOps
+from .linalg import LinalgOps
 from .reduce import ReduceOps
 from .storage import StorageOps
 from .types import Raw
@@ -32,6 +34,18 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             out.append(self.index(x, (*lead, slice(start, start + n))))
             start += n
         return out
+
+    def int8_matmul(self, a: Raw, b: Raw) -> Raw:
+        """The exact int32 product of int8 matrices ``a`` (M, K) and ``b`` (K, N).
+
+        Quantized products use it (ember/_core/qops.py). The default multiplies in float64,
+        exact for any K below 2**38; backends override it with int32 accumulation.
+        """
+        from ...dtype import float64, int32
+
+        lin = cast(LinalgOps, self)  # every Backend is one (base.py lists both families)
+        out = lin.matmul(self.cast(a, float64), self.cast(b, float64))
+        return self.cast(out, int32)
 
     def clip_norm_many(
         self, grads: list[Raw], max_norm: float, eps: float

@@ -252,6 +252,14 @@ class NumpyBackend(Backend):
         # ml_dtypes has no bfloat16 matmul loop (NumPy computes it in float32): keep bfloat16
         return out if out.dtype == x.dtype else out.astype(x.dtype)
 
+    def int8_matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """int8 (M, K) @ (K, N) -> int32, exact. NumPy's integer matmul has no BLAS, so the
+        sums run in BLAS float32 while they stay exact (|sum| <= K * 128 * 127 < 2**24),
+        float64 beyond."""
+        k = a.shape[-1]
+        ft = np.float32 if k * 128 * 127 < 1 << 24 else np.float64
+        return np.matmul(a.astype(ft), b.astype(ft)).astype(np.int32)
+
     def linear(self, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         """x (*, K) @ w (N, K)^T + b (N,), the bias added in place; a 0-d ``b`` means none."""
         out = self.matmul(x, w.T)

@@ -334,6 +334,23 @@ class TorchBackend(Backend):
             return torch.matmul(x.to(torch.float64), y.to(torch.float64)).to(x.dtype)
         return torch.matmul(x, y)
 
+    def int8_matmul(self, a: Tensor, b: Tensor) -> Tensor:
+        """int8 (M, K) @ (K, N) -> int32 with int32 accumulation (``torch._int_mm``).
+
+        On CUDA ``_int_mm`` needs M > 16 and K, N multiples of 8; other shapes are padded
+        with zero rows and columns (which add nothing), so every product takes the int8 GEMM.
+        """
+        if not a.is_cuda:
+            return torch._int_mm(a.contiguous(), b.contiguous())
+        m, k = a.shape
+        n = b.shape[1]
+        pm, pk, pn = _int_mm_padding(m, k, n)
+        if pm or pk or pn:
+            a = torch.nn.functional.pad(a, (0, pk, 0, pm))
+            b = torch.nn.functional.pad(b, (0, pn, 0, pk))
+        out = torch._int_mm(a.contiguous(), b.contiguous())
+        return out[:m, :n] if pm or pn else out
+
     def linear(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
         """x @ w^T + b as one addmm; a 0-d ``b`` means no bias."""
         return torch.nn.functional.linear(x, w, b if b.ndim else None)
@@ -635,6 +652,12 @@ class TorchBackend(Backend):
             weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=False,
         )  # fmt: skip
         return new, m, v
+
+
+def _int_mm_padding(m: int, k: int, n: int) -> tuple[int, int, int]:
+    """Zero rows/columns that make (M, K) @ (K, N) fit CUDA's ``_int_mm``: M > 16, K and N
+    multiples of 8."""
+    return max(0, 17 - m), -k % 8, -n % 8
 
 
 _FUSED_ADAM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
