@@ -11,6 +11,7 @@ from ..errors import DeviceError, DTypeError, ShapeError
 from .base import Optimizer, State
 from .clipping import GradientClipping
 from .grads import GradientsParams
+from .lbfgs_search import strong_wolfe
 
 if TYPE_CHECKING:
     from ..nn.module import Module
@@ -20,8 +21,9 @@ Closure = Callable[[], tuple[Any, Any]]
 
 
 class LBFGS(Optimizer):
-    """L-BFGS with PyTorch's iteration, history and stopping rules (no line search: a fixed
-    step ``lr``; the very first step is ``min(1, 1 / |g|_1) lr``).
+    """L-BFGS with PyTorch's iteration, history and stopping rules. The step along each
+    direction is ``lr`` (the very first one ``min(1, 1 / |g|_1) lr``), or with
+    ``line_search_fn="strong_wolfe"`` the one PyTorch's strong-Wolfe line search finds from it.
 
     ``step(lr, model, closure)`` takes a closure instead of gradients, because one step
     evaluates the model several times (up to ``max_iter`` iterations, ``max_eval`` closure
@@ -74,11 +76,10 @@ class LBFGS(Optimizer):
             op, "tolerance_change", tolerance_change, 0.0, float("inf")
         )
         self.history_size = _count(op, "history_size", history_size)
-        if line_search_fn is not None:
+        if line_search_fn not in (None, "strong_wolfe"):
             raise ShapeError(
-                f"LBFGS: expected line_search_fn=None (a fixed step of lr), got "
-                f"{line_search_fn!r}. "
-                "The strong-Wolfe line search is not available yet."
+                f"LBFGS: expected line_search_fn None (a fixed step of lr) or 'strong_wolfe', "
+                f"got {line_search_fn!r}."
             )
         self.line_search_fn = line_search_fn
         self.last_loss: float | None = None
@@ -232,6 +233,20 @@ class _Run:
         for p, dp in zip(self.params, self.split(d)):
             p._replace(p.val().without_autodiff() + dp * t)
 
+    def evaluate_at(self, d: Tensor) -> Callable[[float], tuple[float, Tensor]]:
+        """``evaluate`` at ``x + t d`` for the line search, the parameters left at ``x``."""
+        x = [p.val().without_autodiff() for p in self.params]
+
+        def at(t: float) -> tuple[float, Tensor]:
+            self.move(t, d)
+            try:
+                return self.evaluate()
+            finally:
+                for p, v in zip(self.params, x):
+                    p._replace(v)
+
+        return at
+
     def direction(self, g: Tensor) -> Tensor:
         """``-H g`` by the two-loop recursion over the history."""
         q = -g
@@ -281,14 +296,23 @@ class _Run:
             if gtd > -tol_change:  # not a descent direction
                 self.last_step = d * t
                 break
-            self.move(t, d)
-            self.last_step = d * t
             done = False
-            if iters != opt.max_iter:
-                loss, g = self.evaluate()
-                evals += 1
-                self.func_evals += 1
+            if opt.line_search_fn == "strong_wolfe":
+                loss, g, t, ls_evals = strong_wolfe(
+                    self.evaluate_at(d), d, t, loss, g, gtd, opt.max_eval - evals
+                )
+                self.move(t, d)
                 done = g.abs().max().item() <= opt.tolerance_grad
+            else:
+                self.move(t, d)
+                ls_evals = 0
+                if iters != opt.max_iter:  # a fixed step: the next gradient, unless done
+                    loss, g = self.evaluate()
+                    ls_evals = 1
+                    done = g.abs().max().item() <= opt.tolerance_grad
+            evals += ls_evals
+            self.func_evals += ls_evals
+            self.last_step = d * t
             if iters == opt.max_iter or evals >= opt.max_eval or done:
                 break
             if self.last_step.abs().max().item() <= tol_change:

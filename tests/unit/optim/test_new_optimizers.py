@@ -173,7 +173,14 @@ LBFGS_CASES = {
     "short_history": {"lr": 0.5, "max_iter": 5, "history_size": 3},
     "one_iteration": {"lr": 0.2, "max_iter": 1},
     "few_evals": {"lr": 0.8, "max_iter": 10, "max_eval": 4, "history_size": 5},
-}
+    "strong_wolfe": {"lr": 1.0, "line_search_fn": "strong_wolfe"},
+    "strong_wolfe_short": {
+        "lr": 2.0, "max_iter": 6, "history_size": 2, "line_search_fn": "strong_wolfe"
+    },
+    "strong_wolfe_grow": {"lr": 0.02, "max_iter": 5, "line_search_fn": "strong_wolfe"},
+    "strong_wolfe_few_evals": {"lr": 5.0, "max_iter": 8, "max_eval": 6,
+                               "line_search_fn": "strong_wolfe"},
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(LBFGS_CASES))
@@ -215,5 +222,15 @@ def test_lbfgs_misuse_raises() -> None:
         LBFGS([{"params": [net.w], "lr": 0.1}])
     with pytest.raises(em.ShapeError, match="history_size to be an int >= 1"):
         LBFGS(history_size=0)
-    with pytest.raises(em.ShapeError, match="line_search_fn=None"):
-        LBFGS(line_search_fn="strong_wolfe")
+    with pytest.raises(em.ShapeError, match=r"line_search_fn None .* or 'strong_wolfe'"):
+        LBFGS(line_search_fn="backtracking")
+
+
+def test_cubic_min_of_the_line_search() -> None:
+    from ember.optim.lbfgs_search import cubic_min
+
+    # (x - 1)^2 through x = 0 and x = 3: its minimiser, from either order of the points
+    assert cubic_min(0.0, 1.0, -2.0, 3.0, 4.0, 4.0) == pytest.approx(1.0, abs=1e-12)
+    assert cubic_min(3.0, 4.0, 4.0, 0.0, 1.0, -2.0) == pytest.approx(1.0, abs=1e-12)
+    assert cubic_min(0.0, 1.0, -2.0, 3.0, 4.0, 4.0, bounds=(2.0, 5.0)) == 2.0  # clamped
+    assert cubic_min(0.0, 0.0, 2.0, 1.0, 4.0 / 3.0, 2.0) == 0.5  # no minimum: the middle
