@@ -234,3 +234,21 @@ def test_cubic_min_of_the_line_search() -> None:
     assert cubic_min(3.0, 4.0, 4.0, 0.0, 1.0, -2.0) == pytest.approx(1.0, abs=1e-12)
     assert cubic_min(0.0, 1.0, -2.0, 3.0, 4.0, 4.0, bounds=(2.0, 5.0)) == 2.0  # clamped
     assert cubic_min(0.0, 0.0, 2.0, 1.0, 4.0 / 3.0, 2.0) == 0.5  # no minimum: the middle
+
+
+def test_lbfgs_resumes_from_a_training_record(tmp_path: Any) -> None:
+    from ember import record
+
+    dev = em.Device.cpu()
+    kw: dict[str, Any] = {"lr": 1.0, "max_iter": 3, "history_size": 4,
+                          "line_search_fn": "strong_wolfe"}  # fmt: skip
+    ref, _ = _ember_lbfgs(6, dev, 6, LBFGS(**kw))
+    a_opt = LBFGS(**kw)
+    a, _ = _ember_lbfgs(6, dev, 3, a_opt)
+    record.save_training(tmp_path / "run.safetensors", a, a_opt, step=3)
+    init, _, _ = _problem(6)
+    b, b_opt = Net(init, dev.autodiff()), LBFGS(**kw)
+    assert record.load_training(tmp_path / "run.safetensors", b, b_opt) == 3
+    b, _ = _ember_lbfgs(6, dev, 3, b_opt, b)
+    for p, q in zip(ref.parameters(), b.parameters()):
+        np.testing.assert_array_equal(p.val().to_numpy(), q.val().to_numpy())
