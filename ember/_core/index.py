@@ -21,7 +21,7 @@ from . import checks
 from .advanced import index_with_tensors
 from .base import AnyTensor
 from .dispatch import apply, cast
-from .indexing import normalize_key
+from .indexing import Reversed, normalize_key
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -202,14 +202,12 @@ def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
         >>> em.tensor([1.0, 2.0, 3.0]).slice_assign([slice(0, 2)], em.tensor([0.0, 0.0])).tolist()
         [0.0, 0.0, 3.0]
     """
-    from .indexing import normalize_key
-
     if not isinstance(values, AnyTensor):
         raise DTypeError(f"slice_assign: expected a values tensor, got {type(values).__name__}.")
     key = slice_key("slice_assign", ranges)
     norm = normalize_key(self.shape, key)
     assert norm is not None  # tensors and lists were rejected above
-    region = region_shape(self.shape, norm)
+    region = region_shape(self.shape, norm.key if type(norm) is Reversed else norm)
     try:
         fits = checks.broadcast_shapes("slice_assign", region, values.shape) == region
     except ShapeError:
@@ -219,6 +217,9 @@ def slice_assign(self: Tensor, ranges: Sequence[Any], values: Tensor) -> Tensor:
             f"slice_assign: values of shape {values.shape} do not fit the region {region} "
             f"selected by {key}; expected a shape that broadcasts to the region."
         )
+    if type(norm) is Reversed:  # negative steps: write the flipped values by positive ones
+        v = values if values.shape == region else values.expand(region)
+        return self.slice_assign(list(norm.key), v.flip(list(norm.dims)))
     x, v = _common_dtype(self, values)
     return apply(_SLICE_ASSIGN, (x, v), {"key": norm})
 
@@ -229,6 +230,8 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
         return index_with_tensors(self, key)
     if not norm:
         return self
+    if type(norm) is Reversed:  # negative steps: positive ones, then a flip
+        return apply(_INDEX, (self,), {"key": norm.key}).flip(list(norm.dims))
     return apply(_INDEX, (self,), {"key": norm})
 
 

@@ -1,14 +1,35 @@
-"""``[]`` indexing: basic keys (ints, slices, None, ...) become the registry's ``index`` row."""
+"""``[]`` indexing: basic keys (ints, slices, None, ...) become the registry's ``index`` row.
+
+A slice with a negative step (``t[::-1]``, ``t[5:1:-2]``) is what NumPy and Burn make of it; the
+row takes positive steps only (PyTorch tensors have no others), so ``normalize_key`` returns such
+a key as ``Reversed``: the same elements by a positive step, then a flip of those output dims.
+"""
 
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import DTypeError, ShapeError
 from .base import AnyTensor
 
 Key = tuple[Any, ...]
+
+
+class Reversed(NamedTuple):
+    """A key with negative steps: index by ``key`` (positive steps), then flip output ``dims``."""
+
+    key: Key
+    dims: tuple[int, ...]
+
+
+def _forward_slice(k: slice, n: int) -> slice:
+    """The positive-step slice over the elements that ``k`` (a negative step) visits."""
+    start, stop, step = k.indices(n)
+    visited = range(start, stop, step)
+    if not visited:
+        return slice(0, 0, None)
+    return slice(visited[-1], visited[0] + 1, None if step == -1 else -step)
 
 
 def _as_int(v: Any) -> int | None:
@@ -23,7 +44,7 @@ def _as_int(v: Any) -> int | None:
         return None
 
 
-def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
+def normalize_key(shape: tuple[int, ...], key: Any) -> Key | Reversed | None:
     """Validate a basic key and return it as a tuple with non-negative ints.
 
     Returns ``None`` when the key holds tensors or lists (advanced indexing).
@@ -50,15 +71,21 @@ def normalize_key(shape: tuple[int, ...], key: Any) -> Key | None:
     return _normalize(shape, key, used)
 
 
+def _out_dims(key: list[Any], ellipsis: int) -> int:
+    """How many output dims the entries ``key`` produce (an ellipsis stands for ``ellipsis``)."""
+    return sum(ellipsis if k is Ellipsis else 0 if type(k) is int else 1 for k in key)
+
+
 def _too_many(used: int, shape: tuple[int, ...]) -> ShapeError:
     return ShapeError(
         f"index: too many indices ({used}) for a tensor of rank {len(shape)} (shape {shape})."
     )
 
 
-def _normalize(shape: tuple[int, ...], key: Key, used: int) -> Key:
+def _normalize(shape: tuple[int, ...], key: Key, used: int) -> Key | Reversed:
     out: list[Any] = []
     axis = 0
+    flips: list[int] = []  # output dims of negative-step slices
     full = True  # every entry a full slice ``:``, so the key selects everything
     for k in key:
         if type(k) is int:
@@ -80,9 +107,13 @@ def _normalize(shape: tuple[int, ...], key: Key, used: int) -> Key:
                     raise DTypeError(f"index: slice bounds must be ints or None, got {v!r}.")
                 bounds.append(b)
             if bounds[2] is not None and bounds[2] <= 0:
-                raise ShapeError(
-                    f"index: slice step must be positive, got {k.step}. Use flip(dims) to reverse."
-                )
+                if bounds[2] == 0:
+                    raise ShapeError("index: slice step cannot be zero.")
+                flips.append(_out_dims(out, len(shape) - used))  # its output dim
+                out.append(_forward_slice(slice(*bounds), shape[axis]))
+                full = False
+                axis += 1
+                continue
             if full and bounds != _FULL:
                 full = False
             out.append(slice(*bounds))
@@ -105,6 +136,8 @@ def _normalize(shape: tuple[int, ...], key: Key, used: int) -> Key:
         full = False
     if full:
         return ()
+    if flips:
+        return Reversed(tuple(out), tuple(flips))
     return tuple(out)
 
 

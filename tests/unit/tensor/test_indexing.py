@@ -81,7 +81,7 @@ def test_numpy_integer_keys(device: em.Device) -> None:
         ((0, -5), em.ShapeError, r"index: index -5 is out of range for axis 1"),
         ((0, 0, 0, 0), em.ShapeError, r"index: too many indices \(4\)"),
         ((Ellipsis, 0, Ellipsis), em.ShapeError, r"index: at most one \.\.\."),
-        (slice(None, None, -1), em.ShapeError, r"index: slice step must be positive.*flip"),
+        (slice(None, None, 0), em.ShapeError, r"index: slice step cannot be zero"),
         (1.5, em.DTypeError, r"index: expected ints"),
         (slice(0.5, 2), em.DTypeError, r"index: slice bounds must be ints"),
         ("a", em.DTypeError, r"index: expected ints.*got str"),
