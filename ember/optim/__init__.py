@@ -1,9 +1,16 @@
 """Optimizers, parameter-keyed gradients, clipping and learning-rate schedules (``em.optim``).
 
+Optimizers follow ``torch.optim``'s update rules: SGD, Adam, AdamW, RMSProp, AdaGrad, Adadelta,
+Adamax, NAdam, RAdam and LBFGS (``step(lr, model, closure)``). Each takes an optional list of
+parameter groups first (see ``Optimizer``) and its options as keywords; ``no_decay_groups``
+builds the usual weight-decay split.
+
 Example:
     >>> optim = em.optim.Adam()
     >>> grads = em.optim.GradientsParams.from_grads(loss.backward(), model)
     >>> model = optim.step(1e-3, model, grads)
+    >>> optim = em.optim.AdamW(em.optim.no_decay_groups(model, 0.1), lr=6e-4)
+    >>> model = optim.step(None, model, grads)
 """
 
 from . import lr as lr

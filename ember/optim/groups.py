@@ -117,10 +117,12 @@ def build_groups(
             )
         seen |= ids
         own = {k: v for k, v in g.items() if k in options}
-        try:
-            rule = type(optim)(**{**options, **own}, lr=lr)
-        except EmberError as e:
-            raise type(e)(f"parameter group {i}: {e}") from None
+        rule = optim  # a group that only sets rates shares the optimizer's own rule
+        if own:
+            try:
+                rule = type(optim)(**{**options, **own}, lr=lr)
+            except EmberError as e:
+                raise type(e)(f"parameter group {i}: {e}") from None
         group_lr = None if g.get("lr") is None else _rate(op, f"group {i}'s lr", g["lr"])
         scale = _rate(op, f"group {i}'s lr_scale", g.get("lr_scale", 1.0))
         out.append(_Group(rule, group_lr, scale, ids))

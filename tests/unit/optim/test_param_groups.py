@@ -235,3 +235,29 @@ def test_bad_groups_raise_clear_errors() -> None:
     grads.register(w.id, em.Tensor.ones(w.shape))
     with pytest.raises(em.ShapeError, match=r"group 0.*lr=None.*lr= to AdamW"):
         AdamW([{"params": [w]}]).step(None, m, grads)
+
+
+class HalfStep(em.optim.Optimizer):
+    """A user's optimizer with no options and no ``lr`` keyword, passing groups through."""
+
+    def __init__(self, groups: Any = None) -> None:
+        super().__init__(groups)
+
+    def update(self, lr: float, param: Any, grad: Any, state: Any) -> Any:
+        return param - grad * (lr / 2), state
+
+
+def test_groups_that_only_set_rates_work_for_any_optimizer() -> None:
+    m = Tiny()
+    w, b = m.fc.weight, m.fc.bias
+    assert b is not None
+    optim = HalfStep([{"params": [w], "lr_scale": 4.0}])
+    before_w, before_b = w.val().to_numpy(), b.val().to_numpy()
+    grads = GradientsParams()
+    grads.register(w.id, em.Tensor.ones(w.shape))
+    grads.register(b.id, em.Tensor.ones(b.shape))
+    optim.step(0.1, m, grads)
+    np.testing.assert_allclose(w.val().to_numpy(), before_w - 0.2, rtol=1e-6)
+    np.testing.assert_allclose(b.val().to_numpy(), before_b - 0.05, rtol=1e-6)
+    with pytest.raises(em.DTypeError, match="unknown keys"):
+        HalfStep([{"params": [w], "weight_decay": 0.0}])
