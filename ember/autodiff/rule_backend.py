@@ -422,20 +422,96 @@ class RuleBackend:
         zeros = self.full((num_embeddings, d), 0, grad.dtype)
         return self.select_add(zeros, flat, self.reshape(grad, (-1, d)), 0)
 
-    def conv2d_backward(self, *args: Any) -> Any:
-        raise NotRecordable("conv2d_backward")
+    def _bias_grad(self, grad: Tensor) -> Tensor:
+        """The bias gradient of a convolution: ``grad`` summed over batch and space."""
+        g = self.sum_dim(self.sum_dim(self.sum_dim(grad, 0), 2), 3)
+        return self.reshape(g, (grad.shape[1],))
 
-    def conv_transpose2d_backward(self, *args: Any) -> Any:
-        raise NotRecordable("conv_transpose2d_backward")
+    def conv2d_backward(
+        self,
+        grad: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        groups: int,
+        need_input: bool,
+        need_weight: bool,
+    ) -> tuple[Tensor | None, Tensor | None, Tensor]:
+        # the kernel's two halves are rows of their own (ember/ops/backward_rows.py)
+        geo = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        gx = gw = None
+        if need_input:
+            gx = self.row("conv2d_input_grad", (grad, weight), input_shape=tuple(x.shape), **geo)
+        if need_weight:
+            w_shape = tuple(weight.shape)
+            gw = self.row("conv2d_weight_grad", (grad, x), weight_shape=w_shape, **geo)
+        return gx, gw, self._bias_grad(grad)
 
-    def max_pool2d_backward(self, *args: Any) -> Any:
-        raise NotRecordable("max_pool2d_backward")
+    def conv_transpose2d_backward(
+        self,
+        grad: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        stride: Any,
+        padding: Any,
+        groups: int,
+        dilation: Any,
+        need_input: bool,
+        need_weight: bool,
+    ) -> tuple[Tensor | None, Tensor | None, Tensor]:
+        # conv_transpose2d by w is the adjoint of conv2d by w (C_w^T): its input gradient is
+        # C_w grad, its weight gradient that of <x, C_W grad>, conv2d's weight half
+        geo = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        gx = gw = None
+        if need_input:
+            zero = self.full((weight.shape[0],), 0, weight.dtype)
+            gx = self.row("conv2d", (grad, weight, zero), **geo)
+        if need_weight:
+            w_shape = tuple(weight.shape)
+            gw = self.row("conv2d_weight_grad", (x, grad), weight_shape=w_shape, **geo)
+        return gx, gw, self._bias_grad(grad)
 
-    def avg_pool2d_backward(self, *args: Any) -> Any:
-        raise NotRecordable("avg_pool2d_backward")
-
-    def adaptive_avg_pool2d_backward(self, *args: Any) -> Any:
-        raise NotRecordable("adaptive_avg_pool2d_backward")
+    def max_pool2d_backward(
+        self, grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any
+    ) -> Tensor:
+        """Each window's gradient placed at its first maximum (row-major tap order), as rows:
+        one masked slice assignment per tap. The positions are constants (the derivative by
+        ``x`` is 0 almost everywhere); the result is linear in ``grad``."""
+        raw = self.raw
+        n, c, h, w = x.shape
+        oh, ow = grad.shape[2], grad.shape[3]
+        (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
+        padded = (n, c, h + 2 * ph, w + 2 * pw)
+        inner = (slice(None), slice(None), slice(ph, ph + h), slice(pw, pw + w))
+        xp = raw.slice_assign(raw.full(padded, -math.inf, raw.dtype_of(x._data)), x._data, inner)
+        taps = [
+            (
+                slice(None),
+                slice(None),
+                slice(i * dh, i * dh + sh * (oh - 1) + 1, sh),
+                slice(j * dw, j * dw + sw * (ow - 1) + 1, sw),
+            )
+            for i in range(kernel_size[0])
+            for j in range(kernel_size[1])
+        ]
+        vals = [raw.index(xp, key) for key in taps]
+        best = vals[0]
+        for v in vals[1:]:
+            best = raw.where(raw.greater(v, best), v, best)
+        taken = None
+        zeros = self.zeros_like(grad)
+        out = None
+        for key, v in zip(taps, vals):
+            hit = raw.equal(v, best)
+            if taken is not None:
+                hit = raw.logical_and(hit, raw.logical_not(taken))
+            taken = hit if taken is None else raw.logical_or(taken, hit)
+            part = self.index_put_zeros(padded, key, self.where(self.const(hit), grad, zeros))
+            out = part if out is None else out + part
+        assert out is not None
+        return self.index(out, inner)
 
 
 def _resolve(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:

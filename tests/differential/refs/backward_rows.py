@@ -7,6 +7,37 @@ from typing import Any
 
 import torch
 
+T = torch.Tensor
+aten = torch.ops.aten
+
+
+def _conv_input_grad(
+    g: T, w: T, input_shape: Any, stride: Any, padding: Any, dilation: Any, groups: int
+) -> T:
+    return torch.nn.grad.conv2d_input(input_shape, w, g, stride, padding, dilation, groups)
+
+
+def _conv_weight_grad(
+    g: T, x: T, weight_shape: Any, stride: Any, padding: Any, dilation: Any, groups: int
+) -> T:
+    return torch.nn.grad.conv2d_weight(x, weight_shape, g, stride, padding, dilation, groups)
+
+
+def _avg_back(g: T, input_shape: Any, kernel_size: Any, stride: Any, padding: Any) -> T:
+    x = g.new_zeros(input_shape)
+    return aten.avg_pool2d_backward(
+        g, x, list(kernel_size), list(stride), list(padding), False, True, None
+    )
+
+
+def _adaptive_back(g: T, input_shape: Any) -> T:
+    return aten._adaptive_avg_pool2d_backward(g, g.new_zeros(input_shape))
+
+
 REFS: dict[str, Callable[..., Any]] = {
     "softplus": lambda x: torch.nn.functional.softplus(x),
+    "conv2d_input_grad": _conv_input_grad,
+    "conv2d_weight_grad": _conv_weight_grad,
+    "avg_pool2d_backward": _avg_back,
+    "adaptive_avg_pool2d_backward": _adaptive_back,
 }

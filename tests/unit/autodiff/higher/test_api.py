@@ -121,11 +121,36 @@ def test_errors_name_what_was_wrong(device: em.Device) -> None:
         loss.backward(create_graph=True)
 
 
-def test_a_row_without_a_recorded_form_is_named(device: em.Device) -> None:
+def test_conv_and_pool_rows_differentiate_twice(device: em.Device) -> None:
+    rng = np.random.default_rng(0)
+    img = _leaf(rng.normal(size=(1, 2, 5, 5)), device)
+    w = _leaf(rng.normal(size=(3, 2, 3, 3)), device)
+    y = F.max_pool2d(F.conv2d(img, w, padding=1).tanh(), 2) + F.avg_pool2d(img.sum_dim(1), 2)
+    gi, gw = em.autodiff.grad(y.sum(), [img, w], create_graph=True)
+    assert gi is not None and gw is not None and gi.is_tracked() and gw.is_tracked()
+    second = ((gi * gi).sum() + (gw * gw).sum()).backward()
+    assert img.grad(second) is not None and w.grad(second) is not None
+
+
+def test_a_row_without_a_recorded_form_is_named(
+    device: em.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ember.autodiff import higher, rule_backend
+
+    def unrecordable(self: object, *args: object) -> None:
+        raise rule_backend.NotRecordable("conv2d_backward")
+
+    monkeypatch.setattr(rule_backend.RuleBackend, "conv2d_backward", unrecordable)
     rng = np.random.default_rng(0)
     img = em.Tensor.from_data(rng.normal(size=(1, 1, 4, 4)), device=device, dtype=em.float64)
     w = _leaf(rng.normal(size=(2, 1, 3, 3)), device)
     loss = F.conv2d(img, w).sum()
-    with pytest.raises(em.AutodiffError, match=r"op 'conv2d'.*conv2d_backward"):
+    with pytest.raises(em.AutodiffError, match=r"op 'conv2d'.*kernel 'conv2d_backward'"):
         loss.backward(create_graph=True)
     assert w.grad(loss.backward()) is not None  # the failed pass changed nothing
+
+    logits = _leaf(rng.normal(size=(3, 4)), device)
+    target = em.Tensor.from_data([0, 3, 1], device=device)
+    monkeypatch.setattr(higher, "_RESIDUALS", {})
+    with pytest.raises(em.AutodiffError, match=r"op 'cross_entropy'.*residuals"):
+        F.cross_entropy(logits, target).backward(create_graph=True)
