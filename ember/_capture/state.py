@@ -73,11 +73,20 @@ class StateSlots:
 
     def _optimizer(self, o: Optimizer) -> None:
         dev = self.device
+        # integer counts (Adam's step) are kept on the device from now on; a count equal for
+        # every parameter becomes one tensor, so a multi-tensor kernel can take it once
+        counts: dict[tuple[str, int], Tensor] = {}
+        for state in o._state.values():
+            for key, v in state.items():
+                if not isinstance(v, Tensor):
+                    counts.setdefault(
+                        (key, int(v)), Tensor.full((), int(v), dtype=int64, device=dev)
+                    )
         for pid, state in o._state.items():
             shared = pid in o._shared
             for key, v in list(state.items()):
-                if not isinstance(v, Tensor):  # an integer count: kept on the device from now on
-                    v = Tensor.full((), int(v), dtype=int64, device=dev)
+                if not isinstance(v, Tensor):
+                    v = counts[(key, int(v))]
                     state[key] = v
                 self._add(_state_getter(o, pid, key), _state_setter(o, pid, key), v, shared=shared)
             o._shared.discard(pid)
@@ -93,26 +102,42 @@ class StateSlots:
     def sync_in(self) -> None:
         """Before a replay: a state tensor replaced since the last call (``model.load``,
         ``load_state_dict``) is copied into its static buffer and the buffer bound again."""
+        dev = self.device
+        wrapped: dict[int, Tensor] = {}
         for s in self.slots:
             t = s.get()
-            if t._raw is not s.static:
+            if not isinstance(t, Tensor):  # a count load_state_dict put back as an int
+                s.static.fill_(int(t))
+                w = wrapped.get(id(s.static))
+                if w is None:
+                    w = wrapped[id(s.static)] = from_raw(s.static, dev)
+                s.put(w)
+            elif t._raw is not s.static:
                 s.static.copy_(t._raw)
                 s.put(from_raw(s.static, t._hardware))
 
     def write_back(self) -> None:
         """At the end of the recorded function: the new state values into the static buffers
         (recorded as copies; a value already in its buffer, as donated moments, is skipped)."""
+        done: set[int] = set()  # a shared count is copied once
         for s in self.slots:
             raw = s.get()._raw
+            if id(s.static) in done:
+                continue
+            done.add(id(s.static))
             if raw is not s.static and raw.data_ptr() != s.static.data_ptr():
                 s.static.copy_(raw)
 
     def bind(self) -> None:
         """After recording: module and optimizer hold their static buffers again."""
+        wrapped: dict[int, Tensor] = {}  # a shared count stays one tensor object
         for s in self.slots:
             t = s.get()
             if t._raw is not s.static:
-                s.put(from_raw(s.static, t._hardware))
+                w = wrapped.get(id(s.static))
+                if w is None:
+                    w = wrapped[id(s.static)] = from_raw(s.static, t._hardware)
+                s.put(w)
 
 
 def _own_buffers(m: Module) -> list[str]:

@@ -86,6 +86,52 @@ class Adam(Optimizer):
         new = param - m / (v.sqrt() + root_bc2 * self.eps) * (lr * root_bc2 / (1.0 - b1**tf))
         return new, {"step": t, "exp_avg": m, "exp_avg_sq": v}
 
+    def _update_many_on_device(
+        self,
+        lr: float | Tensor,
+        params: list[Tensor],
+        grads: list[Tensor],
+        states: list[State],
+        owned: bool,
+    ) -> list[tuple[Tensor, State]] | None:
+        """``update_many`` with the rate and the step count as device tensors (em.capture): one
+        fused kernel on the torch backend when every parameter shares one step-count tensor
+        (``em.capture`` makes equal counts one tensor) and one dtype with its gradient;
+        otherwise ``None`` (``update`` per parameter, written with tensor ops)."""
+        step = states[0].get("step")
+        dev = params[0]._hardware
+        dt = params[0].dtype
+        if (
+            dev.b.name != "torch"
+            or not isinstance(step, Tensor)
+            or any(st.get("step") is not step or "exp_avg" not in st for st in states)
+            or any(p.dtype is not dt for p in params)
+            or any(g.dtype is not dt for g in grads)
+        ):
+            return None
+        t = step + 1
+        new, m, v = dev.b.adam_many(
+            [x._raw for x in params],
+            [g._raw for g in grads],
+            [st["exp_avg"]._raw for st in states],  # type: ignore[union-attr]
+            [st["exp_avg_sq"]._raw for st in states],  # type: ignore[union-attr]
+            t._raw,
+            lr._raw if isinstance(lr, Tensor) else lr,
+            self.beta1,
+            self.beta2,
+            self.eps,
+            self.weight_decay,
+            self.decoupled,
+            owned,
+        )
+        return [
+            (
+                from_raw(p, dev),
+                {"step": t, "exp_avg": from_raw(a, dev), "exp_avg_sq": from_raw(b, dev)},
+            )
+            for p, a, b in zip(new, m, v)
+        ]
+
     def update_many(
         self,
         lr: float,
@@ -98,10 +144,10 @@ class Adam(Optimizer):
         """All parameters in one ``adam_many`` call (one multi-tensor kernel on torch).
 
         With ``owned`` the moments are updated in their own buffers (no copy of them)."""
-        if not params or isinstance(lr, Tensor):
-            return None  # a device learning rate (em.capture): ``update`` per parameter
-        if any(isinstance(st.get("step"), Tensor) for st in states):
+        if not params:
             return None
+        if isinstance(lr, Tensor) or any(isinstance(st.get("step"), Tensor) for st in states):
+            return self._update_many_on_device(lr, params, grads, states, owned)
         steps = {int(st.get("step", 0)) for st in states}
         fresh = all("exp_avg" not in st for st in states)
         kept = all(isinstance(st.get("exp_avg"), Tensor) for st in states)

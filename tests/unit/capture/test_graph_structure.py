@@ -30,6 +30,7 @@ from .steps import (
     token_batches,
 )
 
+torch = pytest.importorskip("torch")
 STEPS = 12
 
 
@@ -202,3 +203,52 @@ def test_outputs_rebuild_with_constants_and_refuse_other_objects(tdev: em.Device
 
 def _recording(c: Captured) -> Any:
     return next(e for e in c._cache._entries.values() if isinstance(e, GraphRecording))
+
+
+def test_adam_takes_the_fused_kernel_with_device_rate_and_count(
+    tdev: em.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a recording AdamW's parameters share one device step count: one multi-tensor
+    ``adam_many`` call with the count and the rate as device tensors, not a kernel per op."""
+    seen: list[tuple[Any, Any]] = []
+    backend = type(tdev.b)
+    real = backend.adam_many
+
+    def spy(self: Any, params: Any, grads: Any, m: Any, v: Any, step: Any, lr: Any, *a: Any) -> Any:
+        seen.append((step, lr))
+        return real(self, params, grads, m, v, step, lr, *a)
+
+    monkeypatch.setattr(backend, "adam_many", spy)
+    model, optim = build(MLP, tdev), em.optim.AdamW()
+    captured = _captured(classify_step)
+    for x, y in batches(tdev, 5, (8, 6), 3):
+        captured(model, optim, x, y, 1e-3)
+    assert captured.recorded == 1
+    assert isinstance(seen[0][0], int) and isinstance(seen[0][1], float)  # eager warm-up
+    assert all(isinstance(s, torch.Tensor) and isinstance(r, torch.Tensor) for s, r in seen[2:])
+    # one call per step (the recording runs the step once more: 2 warm-up + record + 3 replays),
+    # the fused path, never a kernel per parameter
+    assert len(seen) == 6
+
+
+def test_optimizer_state_loaded_between_calls_is_used_next(tdev: em.Device) -> None:
+    """``optim.load_state_dict`` puts counts back as ints and moments as new tensors: the next
+    replay copies them into the recording's buffers (no new recording)."""
+    data = list(batches(tdev, 7, (8, 6), 3))
+    ref, ref_opt = build(MLP, tdev), em.optim.Adam()
+    for x, y in data[:2]:
+        classify_step(ref, ref_opt, x, y, 1e-2)
+    saved = {k: v.detach() for k, v in ref_opt.state_dict(ref).items()}
+    for x, y in data[2:4]:
+        classify_step(ref, ref_opt, x, y, 1e-2)
+    ref_opt.load_state_dict(saved, ref)  # back to the moments and count after step 2
+    want = [float(classify_step(ref, ref_opt, x, y, 1e-2).item()) for x, y in data[4:]]
+    model, optim = build(MLP, tdev), em.optim.Adam()
+    captured = _captured(classify_step)
+    for x, y in data[:4]:
+        captured(model, optim, x, y, 1e-2)
+    assert captured.recorded == 1
+    optim.load_state_dict(saved, model)
+    got = [float(captured(model, optim, x, y, 1e-2).item()) for x, y in data[4:]]
+    assert captured.recorded == 1
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
