@@ -644,8 +644,12 @@ class TorchBackend(Backend):
         else:
             m = list(torch._foreach_mul(exp_avgs, 1.0))
             v = list(torch._foreach_mul(exp_avg_sqs, 1.0))
-        # the kernel reads the step count (its bias corrections) from a device tensor
-        t = torch.full((), float(step), dtype=torch.float32, device=self.device)
+        # the kernel reads the step count (its bias corrections) from a device tensor; under
+        # em.capture the count (and the rate) are device tensors already: nothing is baked in
+        if isinstance(step, Tensor):
+            t = step.to(torch.float32)
+        else:
+            t = torch.full((), float(step), dtype=torch.float32, device=self.device)
         fused = torch._fused_adamw_ if decoupled else torch._fused_adam_
         fused(
             new, grads, m, v, [], [t] * len(new), lr=lr, beta1=beta1, beta2=beta2,
