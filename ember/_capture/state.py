@@ -119,14 +119,20 @@ class StateSlots:
     def write_back(self) -> None:
         """At the end of the recorded function: the new state values into the static buffers
         (recorded as copies; a value already in its buffer, as donated moments, is skipped)."""
+        import torch
+
         done: set[int] = set()  # a shared count is copied once
+        dst, src = [], []
         for s in self.slots:
             raw = s.get()._raw
             if id(s.static) in done:
                 continue
             done.add(id(s.static))
             if raw is not s.static and raw.data_ptr() != s.static.data_ptr():
-                s.static.copy_(raw)
+                dst.append(s.static)
+                src.append(raw)
+        if dst:
+            torch._foreach_copy_(dst, src)  # one multi-tensor launch for all parameters
 
     def bind(self) -> None:
         """After recording: module and optimizer hold their static buffers again."""
