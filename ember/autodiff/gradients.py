@@ -11,7 +11,8 @@ class Gradients:
 
     Read a leaf's gradient with ``leaf.grad(grads)``; the container holds raw arrays and no graph
     references, so it is cheap to keep and safe to hand to another thread. ``len(grads)`` counts
-    the gradients still held.
+    the gradients still held. Only ``backward(create_graph=True)`` fills it with tracked tensors
+    instead (each with its graph), which ``leaf.grad(grads)`` returns as they are.
     """
 
     __slots__ = ("_store", "recomputed")

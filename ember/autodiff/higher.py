@@ -20,6 +20,7 @@ from .._core import device as _device
 from .._core.dispatch import wrap
 from .._core.tensor import Tensor
 from ..checkpoint import recompute
+from ..checkpoint.budget import ledger_of
 from ..errors import AutodiffError
 from ..ops.slicegrad import SliceGrad
 from . import engine
@@ -220,7 +221,13 @@ def _run(
 ) -> dict[Node, Tensor]:
     record = strategy is not None
     keep = _relevant(order, wanted) if wanted is not None else None
-    rec = _fresh_values() if any(n.fetches for n in order) else None
+    rec = None
+    if any(n.fetches for n in order):
+        for r in roots:  # a budget: learn the graph's peak, or raise if it is too small
+            ledger = ledger_of(r)
+            if ledger is not None:
+                ledger.finish()
+        rec = _fresh_values()
     backends: dict[Any, RuleBackend] = {dev.b: RuleBackend(dev, strategy)}
 
     def backend_of(b: Any) -> RuleBackend:
