@@ -17,6 +17,7 @@ from . import bench as bench
 from . import evaluate as evaluate
 from . import generate as generate
 from . import info as info
+from . import quantize as quantize
 from . import train as train
 
 Runner = Callable[[argparse.Namespace, argparse.ArgumentParser], int]
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ember {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (train, evaluate, generate, info, bench):
+    for module in (train, evaluate, generate, quantize, info, bench):
         module.add_parser(sub)
     return parser
 

@@ -155,9 +155,12 @@ class GPT(nn.Module):
         (B, T), with the LM head and the loss fused (``F.linear_cross_entropy``): the (B, T,
         vocab) logits and their gradient are never materialised. Equals
         ``F.cross_entropy(self(idx).reshape((-1, V)), targets.reshape((-1,)))``."""
-        return F.linear_cross_entropy(
-            self.hidden(idx), self.lm_head.weight.val(), targets, ignore_index=ignore_index
-        )
+        w = self.lm_head.weight.val()
+        if w.is_quantized():  # a frozen int8 head (em.quantization): the logits, then the loss
+            logits = F.linear(self.hidden(idx), w)
+            flat = logits.reshape((-1, logits.shape[-1]))
+            return F.cross_entropy(flat, targets.reshape((-1,)), ignore_index=ignore_index)
+        return F.linear_cross_entropy(self.hidden(idx), w, targets, ignore_index=ignore_index)
 
     def generate(
         self,
