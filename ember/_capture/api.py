@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.device import Device
+from .._core.tensor import Tensor
 from ..errors import CaptureError, DTypeError, ShapeError
 from ..nn.module import Module
 from .cache import RecordingCache
@@ -14,11 +15,10 @@ from .eager import run_eager, warn_eager
 from .graph import CudaGraph, Graph, GraphRecording
 from .signature import Leaves, module_key, optimizer_key, state_of_closure, walk
 
-# what the cache holds for a signature: "warm" (seen once on CUDA, eagerly), "cpu" (a CPU
-# backend: eager calls under the guard), "fallback" (a host read under fallback=True: plain eager
-# calls) or a GraphRecording
+# what the cache holds for a signature: "warm" (seen once, eagerly), "fallback" (a host read
+# under fallback=True: plain eager calls from now on) or a GraphRecording. CPU backends keep no
+# cache: every call is the eager call under the guard.
 _WARM = "warm"
-_CPU = "cpu"
 _FALLBACK = "fallback"
 
 
@@ -26,9 +26,9 @@ class Captured:
     """The callable ``em.capture(fn)`` returns: ``fn``'s results and effects, replayed.
 
     Attributes:
-        recordings: How many signatures the cache holds now (at most ``max_recordings``).
-        recorded: How many recordings were made so far (a CUDA graph each; on CPU backends the
-            first call of each signature).
+        recordings: How many signatures the cache holds now (at most ``max_recordings``; 0 on
+            CPU backends, which record nothing).
+        recorded: How many CUDA graphs were recorded so far.
     """
 
     def __init__(
@@ -63,6 +63,15 @@ class Captured:
         return f"em.capture({self.name}, recordings={self.recordings})"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._record_cpu:
+            first = _first_device(args, kwargs, self._closure_modules)
+            if first is None or not first.is_cuda:
+                # a CPU backend: the eager call under the guard, with no signature to compute
+                out, reads = run_eager(self.fn, args, kwargs, self.name, note=self.fallback)
+                if reads and not self._warned:
+                    self._warned = True
+                    warn_eager(self.name, reads)
+                return out
         key, spec, leaves = walk(args, kwargs)
         modules = [*leaves.modules, *self._closure_modules]
         optimizers = [*leaves.optimizers, *self._closure_optims]
@@ -78,18 +87,15 @@ class Captured:
             return entry(leaves)
         if entry is _FALLBACK:
             return self.fn(*args, **kwargs)
-        on_cuda = device is not None and (device.is_cuda or self._record_cpu)
-        if entry is None or not on_cuda:
-            # a CPU call, or a new signature on CUDA (the warm-up): eager, under the guard
+        if entry is None or device is None:
+            # a new signature: the warm-up, an eager call under the guard (on a side stream)
             out, reads = run_eager(
                 self.fn, args, kwargs, self.name, note=self.fallback, device=device
             )
             if reads:
                 self._eager_from_now(key, reads)
-            elif entry is None:
-                self._cache.put(key, _WARM if on_cuda else _CPU)
-                if not on_cuda:
-                    self.recorded += 1
+            elif device is not None:
+                self._cache.put(key, _WARM)
             return out
         # seen once on CUDA: record, then replay for this call
         assert device is not None
@@ -105,6 +111,25 @@ class Captured:
         if not self._warned:
             self._warned = True
             warn_eager(self.name, reads)
+
+
+def _first_device(
+    args: tuple[Any, ...], kwargs: dict[str, Any], closure: list[Module]
+) -> Device | None:
+    """The device of the first tensor or parameter among the arguments (a cheap look: it only
+    decides between the eager CPU path and a recording)."""
+    for a in (*args, *kwargs.values(), *closure):
+        if isinstance(a, Tensor):
+            return a._hardware
+        if isinstance(a, Module):
+            p = next(a.parameters(), None)
+            if p is not None:
+                return p.val()._hardware
+        elif type(a) is tuple or type(a) is list:
+            for b in a:
+                if isinstance(b, Tensor):
+                    return b._hardware
+    return None
 
 
 def _device(name: str, leaves: Leaves, modules: list[Module]) -> Device | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core.dispatch import autocast_policy
+from .._core.internal import leaf_id
 from .._core.tensor import Tensor
 from ..nn.module import Module
 from ..optim.base import Optimizer
@@ -44,17 +45,39 @@ class Leaves:
 
 
 def tensor_key(t: Tensor) -> tuple[Any, ...]:
-    return (t.shape, t.dtype.name, str(t._hardware), t._ckpt_strategy, t.is_require_grad())
+    """Shape, dtype, device, strategy and require-grad flag (read from the slots: this runs for
+    every tensor of every call, so it must cost next to nothing)."""
+    raw = t._raw
+    return (tuple(raw.shape), raw.dtype, t._hardware, t._ckpt_strategy, leaf_id(t) is not None)
 
 
 def module_key(m: Module) -> tuple[Any, ...]:
-    """A module's structure: what a recording of code that reads it depends on."""
-    params = tuple(
-        (str(p.id), *tensor_key(p.val()), p.is_trainable()) for _, p in m.named_parameters()
-    )
-    buffers = tuple((n, b.shape, b.dtype.name, str(b._hardware)) for n, b in m.named_buffers())
-    flags = tuple(sub.training for sub in m.modules())
-    return ("M", id(m), params, buffers, flags)
+    """A module's structure: what a recording of code that reads it depends on: each
+    parameter's ``ParamId``, trainability and ``tensor_key``, each buffer's owner, name, shape,
+    dtype and device, each sub-module's training flag (one walk, as ``Module.parameters``)."""
+    params: list[Any] = []
+    buffers: list[Any] = []
+    flags: list[bool] = []
+    seen: set[int] = set()
+    stack: list[Module] = [m]
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        d = sub.__dict__
+        flags.append(d["training"])
+        for n in d["_param_names"]:
+            p = d[n]
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                params.append((p.id, p.is_trainable(), *tensor_key(p.val())))
+        for n in d["_buffer_names"]:
+            b = d[n]
+            if b is not None:
+                buffers.append((id(sub), n, tuple(b._raw.shape), b._raw.dtype, b._hardware))
+        stack.extend(d[k] for k in reversed(d["_module_names"]))
+    return ("M", id(m), tuple(params), tuple(buffers), tuple(flags))
 
 
 def optimizer_key(o: Optimizer) -> tuple[Any, ...]:
@@ -65,11 +88,11 @@ def optimizer_key(o: Optimizer) -> tuple[Any, ...]:
         entries: list[tuple[Any, ...]] = []
         for k, v in state.items():
             if isinstance(v, Tensor) and not (v.ndim == 0 and not v.dtype.is_float):
-                entries.append((k, v.shape, v.dtype.name, str(v._hardware)))
+                entries.append((k, tuple(v._raw.shape), v._raw.dtype, v._hardware))
             else:
                 entries.append((k, "count"))
-        rows.append((str(pid), tuple(sorted(entries))))
-    return ("O", id(o), type(o).__name__, tuple(sorted(rows)), o.grad_clipping is None)
+        rows.append((pid, tuple(entries)))
+    return ("O", id(o), type(o).__name__, tuple(rows), o.grad_clipping is None)
 
 
 def _constant_key(v: Any) -> Any:

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 import ember as em
+from ember._capture.api import Captured
+from ember._capture.signature import walk
 from ember.models.gpt import GPT, GPTConfig
 
 F = em.nn.functional
@@ -58,6 +60,40 @@ def micro_step(model: Any, x: em.Tensor, y: em.Tensor, scale: float) -> Any:
 
 def apply_step(model: Any, optim: Any, grads: Any, lr: float) -> None:
     optim.step(lr, model, grads)
+
+
+class ReplayByCalling:
+    def record(self, thunk: Any, device: em.Device, unchanged: list[Any]) -> Any:
+        saved = [a.clone() for a in unchanged]
+        rng = device.b.rng_state()
+        self._thunk = thunk
+        out = self._first = thunk()
+        for a, s in zip(unchanged, saved):
+            a.copy_(s)
+        device.b.set_rng_state(rng)
+        return out
+
+    def replay(self) -> None:
+        # a graph's outputs live at fixed addresses: the new values go into the recorded ones
+        new = _tensors(self._thunk())
+        for dst, src in zip(_tensors(self._first), new):
+            dst._raw.copy_(src._raw)
+
+
+def _tensors(out: Any) -> list[em.Tensor]:
+    leaves = walk((out,), {})[2]
+    return [leaves.values[i] for i in leaves.tensors]
+
+
+def recorder(fn: Any, device: em.Device, **kw: Any) -> Any:
+    """``em.capture(fn)`` on CUDA; on torch CPU the recording's structure through
+    ``ReplayByCalling``; on NumPy ``None`` (it records nothing)."""
+    if device.is_cuda:
+        return em.capture(fn, **kw)
+    if device.b.name == "torch":
+        kw.setdefault("max_recordings", 8)
+        return Captured(fn, fallback=False, graph=ReplayByCalling, record_cpu=True, **kw)
+    return None
 
 
 def batches(

@@ -15,11 +15,11 @@ import pytest
 import ember as em
 from ember._capture.api import Captured
 from ember._capture.graph import GraphRecording
-from ember._capture.signature import walk
 
 from .steps import (
     CNN,
     MLP,
+    ReplayByCalling,
     batches,
     buffers,
     build,
@@ -32,29 +32,6 @@ from .steps import (
 
 torch = pytest.importorskip("torch")
 STEPS = 12
-
-
-class ReplayByCalling:
-    def record(self, thunk: Any, device: em.Device, unchanged: list[Any]) -> Any:
-        saved = [a.clone() for a in unchanged]
-        rng = device.b.rng_state()
-        self._thunk = thunk
-        out = self._first = thunk()
-        for a, s in zip(unchanged, saved):
-            a.copy_(s)
-        device.b.set_rng_state(rng)
-        return out
-
-    def replay(self) -> None:
-        # a graph's outputs live at fixed addresses: the new values go into the recorded ones
-        new = _tensors(self._thunk())
-        for dst, src in zip(_tensors(self._first), new):
-            dst._raw.copy_(src._raw)
-
-
-def _tensors(out: Any) -> list[em.Tensor]:
-    leaves = walk((out,), {})[2]
-    return [leaves.values[i] for i in leaves.tensors]
 
 
 def _captured(fn: Any, **kw: Any) -> Captured:
