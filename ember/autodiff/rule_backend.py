@@ -38,7 +38,8 @@ class NotRecordable(Exception):
 
 class RuleTensor(Tensor):
     """The tensors rules see under ``create_graph``: a ``Tensor`` with the array spelling
-    ``.mT`` that rules use on raw arrays (the last two dims swapped, a ``permute`` row)."""
+    ``.mT`` that rules use on raw arrays (the last two dims swapped: the ``matrix_transpose``
+    row)."""
 
     __slots__ = ()
 
@@ -48,8 +49,7 @@ class RuleTensor(Tensor):
 
 
 def _mT(x: Tensor) -> Tensor:
-    n = x.ndim
-    return apply(OPS["permute"], (x,), {"dims": (*range(n - 2), n - 1, n - 2)})
+    return apply(OPS["matrix_transpose"], (x,), {})
 
 
 def _u(x: Any) -> Any:
@@ -123,6 +123,9 @@ class RuleBackend:
 
     def full(self, shape: Sequence[int], value: float, dtype: Any) -> Tensor:
         return self.const(self.raw.full(tuple(shape), value, dtype))
+
+    def copy(self, x: Tensor) -> Tensor:
+        return x  # values, not layouts, matter to a recorded rule
 
     def to_numpy_view(self, x: Tensor) -> Any:
         return self.raw.to_numpy_view(x._data)

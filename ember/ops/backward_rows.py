@@ -3,6 +3,8 @@ recorded under ``backward(create_graph=True)`` (``ember.autodiff.rule_backend``)
 only and can be differentiated again, to any order.
 
 - ``softplus``: ``log(1 + exp(x))``, which the logits form of binary cross-entropy reads.
+- ``matrix_transpose``: the ``.mT`` of an array in a rule (a view; its gradient is made
+  contiguous).
 - ``conv2d_input_grad`` / ``conv2d_weight_grad``: the two halves of ``conv2d``'s backward kernel
   (``b.conv2d_backward``). Each is bilinear in its inputs, so its own backward is a ``conv2d``
   and the other half (``conv_transpose2d``'s backward is built from the same two).
@@ -27,6 +29,29 @@ Pair = tuple[int, int]
 def softplus_backward(ctx: Any, grad: Any) -> Grads:
     # d log(1 + e^x) = sigmoid(x)
     return (grad * ctx.b.sigmoid(ctx.inputs[0]),)
+
+
+# ---------------------------------------------------------------- the .mT rules spell
+def _last_two(ndim: int) -> tuple[int, ...]:
+    return (*range(ndim - 2), ndim - 1, ndim - 2)
+
+
+def _mT_examples(rng: Any) -> Examples:
+    return [((rng.normal(size=(3, 4)),), {}), ((rng.normal(size=(2, 3, 4)),), {})]
+
+
+@defop(
+    "matrix_transpose",
+    arity=1,
+    cost=Cost.MEMORY_BOUND,
+    forward=lambda b, x: b.permute(x, _last_two(x.ndim)),
+    examples=_mT_examples,
+)
+def matrix_transpose_backward(ctx: Any, grad: Any) -> Grads:
+    # the last two dims swapped back, as a contiguous array: the gradient of a rule's
+    # ``w.mT @ g`` feeds elementwise rows, which a transposed view would slow down several times
+    b = ctx.b
+    return (b.copy(b.permute(grad, _last_two(len(ctx.shapes[0])))),)
 
 
 # ---------------------------------------------------------------- conv2d's backward, as rows

@@ -36,6 +36,7 @@ def _adaptive_back(g: T, input_shape: Any) -> T:
 
 REFS: dict[str, Callable[..., Any]] = {
     "softplus": lambda x: torch.nn.functional.softplus(x),
+    "matrix_transpose": lambda x: x.mT,
     "conv2d_input_grad": _conv_input_grad,
     "conv2d_weight_grad": _conv_weight_grad,
     "avg_pool2d_backward": _avg_back,
