@@ -184,3 +184,14 @@ def test_second_derivatives_under_a_budget_that_drops_values(device: em.Device) 
         (hg,) = em.autodiff.grad((g * g).sum(), wt)
         results.append(hg.to_numpy())
     np.testing.assert_array_equal(results[1], results[0])
+
+
+def test_moves_between_backends_differentiate_twice() -> None:
+    pytest.importorskip("torch")
+    x = _leaf([0.5, -1.0], em.Device.cpu())
+    y = x.to_device(em.Device.torch("cpu"))
+    (g,) = em.autodiff.grad((y * y * y).sum(), x, create_graph=True)
+    assert g.device == em.Device.cpu() and g.is_tracked()
+    np.testing.assert_allclose(g.to_numpy(), [0.75, 3.0], rtol=1e-12)
+    (h,) = em.autodiff.grad(g.sum(), x)
+    np.testing.assert_allclose(h.to_numpy(), [3.0, -6.0], rtol=1e-12)
