@@ -38,6 +38,11 @@ class DeviceError(EmberError, RuntimeError):
     """The device is unusable, or operands live on different devices."""
 
 
+class DistributedError(DeviceError):
+    """A collective of ``ember.distributed`` failed or timed out: another rank died, raised or
+    stopped answering (every rank stops with this error instead of hanging)."""
+
+
 class CaptureError(EmberError, RuntimeError):
     """A function wrapped by ``em.capture`` does something a recording cannot replay (a host
     read such as ``item()``, a data-dependent shape, an argument it cannot take as an input)."""

@@ -7,11 +7,22 @@ the moment its gradient is complete (every child has contributed), the gradient 
 bucket, and a bucket's all-reduce starts asynchronously once all its parameters reported (buckets
 start in one fixed order on every rank, as collectives must match). Communication thus overlaps
 the rest of backward; ``backward`` returns once every reduction has landed.
+
+Gradient accumulation: inside ``with ddp.no_sync():`` a ``backward`` communicates nothing; it
+adds this rank's gradients to a local sum held per parameter (as PyTorch's ``no_sync``) and
+returns an empty ``GradientsParams``. The next ``backward`` outside ``no_sync`` adds the held sum
+to each gradient as it completes, so one all-reduce per bucket averages the whole accumulation.
+
+A failed or timed-out all-reduce (another rank died, raised or hangs) raises ``DistributedError``
+after at most the group's ``timeout_s`` (see ``group.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -50,9 +61,19 @@ class DistributedDataParallel:
     The average equals the full-batch mean gradient when every rank's loss is a mean over
     equally many rows.
 
+    Bucket size trades overlap against per-call cost: small buckets start reducing earlier in
+    backward (more communication hidden) but pay a fixed latency per all-reduce; large ones
+    (fewer calls) start late, and the last bucket's reduction is never hidden. PyTorch's default
+    is 25 MB; measure with ``bench/ddp_scaling.py --bucket-mb``.
+
     Args:
         group: The ``ProcessGroup`` of this job.
-        bucket_mb: Target bucket size in megabytes (> 0).
+        bucket_mb: Target bucket size in megabytes (> 0; a parameter larger than it gets a
+            bucket of its own).
+
+    Attributes:
+        reductions: All-reduce calls started so far (one per bucket per synchronised
+            ``backward``; none inside ``no_sync``).
 
     Example:
         >>> group = em.distributed.ProcessGroup.from_env()
@@ -60,15 +81,50 @@ class DistributedDataParallel:
         >>> model = group.broadcast_module(Mlp(group.device().autodiff()))
         >>> grads = ddp.backward(F.cross_entropy(model(x), y), model)  # averaged over ranks
         >>> model = optim.step(1e-3, model, grads)
+        >>> for i, (x, y) in enumerate(micro_batches):  # accumulation: reduce once, at the end
+        ...     if i < len(micro_batches) - 1:
+        ...         with ddp.no_sync():
+        ...             ddp.backward(F.cross_entropy(model(x), y) / len(micro_batches), model)
+        ...     else:
+        ...         grads = ddp.backward(F.cross_entropy(model(x), y) / len(micro_batches), model)
     """
 
     def __init__(self, group: ProcessGroup, *, bucket_mb: float = 25.0) -> None:
         if not bucket_mb > 0:
-            raise ValueError(f"DistributedDataParallel: expected bucket_mb > 0, got {bucket_mb}.")
+            raise ValueError(
+                f"DistributedDataParallel: expected bucket_mb > 0, got {bucket_mb}. It is the "
+                "target size of one all-reduce in megabytes (PyTorch's default is 25)."
+            )
         self.group = group
-        self.bucket_bytes = int(bucket_mb * 2**20)
+        self.bucket_mb = float(bucket_mb)
+        self.bucket_bytes = max(1, int(bucket_mb * 2**20))
+        self.reductions = 0
         self._key: tuple[Any, ...] | None = None
         self._plan: list[tuple[list[ParamId], list[tuple[int, ...]], torch.dtype]] = []
+        self._syncing = True
+        self._held: dict[ParamId, torch.Tensor] = {}
+
+    @contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Inside this block ``backward`` skips the all-reduce: it adds this rank's gradients to
+        a sum held per parameter and returns an empty ``GradientsParams``; the next
+        ``backward`` outside the block reduces the held sum with its own gradients.
+
+        Use it for every micro-step of a gradient accumulation but the last: the result equals
+        reducing every micro-step, with one all-reduce per bucket instead of one per micro-step.
+        All ranks must enter it for the same micro-steps (collectives must match).
+        """
+        before = self._syncing
+        self._syncing = False
+        try:
+            yield
+        finally:
+            self._syncing = before
+
+    @property
+    def holds_gradients(self) -> bool:
+        """True while gradients of ``no_sync`` passes wait for the next synchronised one."""
+        return bool(self._held)
 
     def _check(self, loss: Tensor, module: Any) -> list[tuple[ParamId, Tensor]]:
         """The require-grad parameters; ``DeviceError`` for a non-torch loss or parameter."""
@@ -132,17 +188,26 @@ class DistributedDataParallel:
 
         Returns:
             ``GradientsParams`` holding, per trainable parameter, the mean over ranks of the
-            ranks' gradients; ready for ``optim.step(lr, module, grads)``.
+            ranks' gradients (plus the sums held by earlier ``no_sync`` passes); ready for
+            ``optim.step(lr, module, grads)``. Inside ``no_sync``: an empty one (the gradients
+            are held for the next synchronised pass).
 
         Raises:
             DeviceError: The loss or a trainable parameter is not on the torch backend, or not
                 on the device the group reduces (before any communication).
+            DistributedError: An all-reduce failed or timed out (another rank died, raised or
+                stopped answering), after at most the group's ``timeout_s``.
         """
         from ..optim.grads import GradientsParams
 
         params = self._check(loss, module)
+        if not self._syncing:
+            self._hold(loss, params)
+            return GradientsParams()
         buckets = self._buckets(params)
         device = loss._raw.device
+        held = self._held
+        self._held = {}
         where: dict[int, tuple[int, int]] = {}  # leaf id -> (bucket, slot)
         by_id = {pid: v for pid, v in params}
         for bi, bucket in enumerate(buckets):
@@ -151,17 +216,19 @@ class DistributedDataParallel:
                 assert lid is not None  # _check kept only require-grad leaves
                 where[lid] = (bi, j)
         next_start = 0
+        op = "DistributedDataParallel.backward"
 
         def start(b: _Bucket) -> None:
-            parts = [
-                g.reshape(-1)
-                if g is not None
-                else torch.zeros(s, dtype=b.dtype, device=device).reshape(-1)
-                for g, s in zip(b.grads, b.shapes)
-            ]
+            parts = []
+            for pid, g, s in zip(b.ids, b.grads, b.shapes):
+                kept = held.pop(pid, None)  # a no_sync sum this pass did not reach
+                if g is None:
+                    g = kept if kept is not None else torch.zeros(s, dtype=b.dtype, device=device)
+                parts.append(g.reshape(-1))
             b.flat = torch.cat(parts)
             b.grads = []  # the flat copy is what lands; drop the local pieces
-            b.work = self.group.start_all_reduce(b.flat)
+            self.reductions += 1
+            b.work = self.group.collective(op, partial(self.group.start_all_reduce, b.flat))
 
         def on_leaf(node_id: int, grad: Any) -> None:
             nonlocal next_start
@@ -169,7 +236,8 @@ class DistributedDataParallel:
             if slot is None:
                 return
             b = buckets[slot[0]]
-            b.grads[slot[1]] = grad
+            kept = held.pop(b.ids[slot[1]], None)
+            b.grads[slot[1]] = grad if kept is None else kept + grad
             b.remaining -= 1
             while next_start < len(buckets) and buckets[next_start].remaining == 0:
                 start(buckets[next_start])
@@ -178,10 +246,7 @@ class DistributedDataParallel:
         try:
             backward(loss, on_leaf=on_leaf)  # the local gradients are dropped: on_leaf has them
         finally:  # collectives must match across ranks: start the rest even after an error
-            for b in buckets[next_start:]:
-                start(b)
-            for b in buckets:
-                b.work.wait()
+            self.group.collective(op, lambda: self._finish(buckets, next_start, start))
         out = GradientsParams()
         dev = loss._hardware
         for b in buckets:
@@ -190,3 +255,29 @@ class DistributedDataParallel:
             for pid, g in zip(b.ids, _unflatten(b.flat, b.shapes)):
                 out.register(pid, from_raw(g, dev))
         return out
+
+    @staticmethod
+    def _finish(buckets: list[_Bucket], next_start: int, start: Any) -> None:
+        """Start the buckets backward did not start, then wait for every reduction."""
+        for b in buckets[next_start:]:
+            start(b)
+        for b in buckets:
+            b.work.wait()
+
+    def _hold(self, loss: Tensor, params: list[tuple[ParamId, Tensor]]) -> None:
+        """A ``no_sync`` pass: add this rank's gradients to the held per-parameter sums."""
+        pid_of: dict[int, ParamId] = {}
+        for pid, v in params:
+            lid = leaf_id(v)
+            assert lid is not None
+            pid_of[lid] = pid
+        held = self._held
+
+        def on_leaf(node_id: int, grad: Any) -> None:
+            pid = pid_of.get(node_id)
+            if pid is None:
+                return
+            kept = held.get(pid)
+            held[pid] = grad if kept is None else kept + grad  # out of place: grads may alias
+
+        backward(loss, on_leaf=on_leaf)

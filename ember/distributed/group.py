@@ -4,23 +4,51 @@
 ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``; ``ProcessGroup.from_env()``
 joins them (NCCL when CUDA is available, else Gloo). Collectives work on raw ``torch.Tensor``
 values of ember's torch backend and never change their inputs: results are new tensors.
+
+Failure is bounded: every collective waits at most ``timeout_s`` (set when joining), and a
+collective that fails (a peer's connection closed because it died or raised and exited) or times
+out (a peer stopped answering) raises ``DistributedError`` naming the op, this rank and the
+timeout, instead of a raw ``torch.distributed`` traceback or a hang. Under ``torchrun`` the agent
+also stops the surviving ranks as soon as one exits with an error.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from .._core.device import Device
-from ..errors import DeviceError, EmberError
+from ..errors import DeviceError, DistributedError, EmberError
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_FAILURES = (RuntimeError, TimeoutError, ConnectionError)  # DistBackendError is a RuntimeError
+
+
+def _reduce_now(group: ProcessGroup, flat: torch.Tensor) -> None:
+    group.start_all_reduce(flat).wait()
+
+
+def _failed(op: str, group: ProcessGroup, e: BaseException, since: float) -> DistributedError:
+    """The ``DistributedError`` of a collective ``op`` that raised ``e`` ``since`` seconds in."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
+    waited = time.monotonic() - since
+    timed_out = "timed out" in text.lower() or "timeout" in text.lower()
+    why = "timed out" if timed_out else "failed"
+    return DistributedError(
+        f"{op}: the collective {why} on rank {group.rank} of {group.world_size} after "
+        f"{waited:.1f}s (timeout {group.timeout_s:g}s); torch.distributed said: {text}. Expected "
+        "every rank to join it: another rank died, raised or stopped answering (see its log). "
+        "This rank stops instead of hanging; restart the job, or pass a larger timeout_s to "
+        "ProcessGroup.from_env if a rank is only slow."
+    )
 
 
 def _flatten(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -46,6 +74,8 @@ class ProcessGroup:
         world_size: Number of processes.
         local_rank: Index on this machine (selects the GPU under NCCL).
         backend: "nccl" or "gloo".
+        timeout_s: How long a collective waits for the other ranks before raising
+            ``DistributedError``.
 
     Example:
         >>> group = em.distributed.ProcessGroup.from_env()  # inside a torchrun process
@@ -54,11 +84,20 @@ class ProcessGroup:
         >>> group.close()
     """
 
-    def __init__(self, rank: int, world_size: int, local_rank: int, backend: str) -> None:
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        local_rank: int,
+        backend: str,
+        *,
+        timeout_s: float = 300.0,
+    ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.local_rank = local_rank
         self.backend = backend
+        self.timeout_s = timeout_s
 
     @staticmethod
     def from_env(backend: str | None = None, *, timeout_s: float = 300.0) -> ProcessGroup:
@@ -66,12 +105,20 @@ class ProcessGroup:
 
         Args:
             backend: "nccl" or "gloo"; None picks NCCL when CUDA is available, else Gloo.
-            timeout_s: How long collectives (and joining) wait for the other ranks.
+            timeout_s: How long collectives (and joining) wait for the other ranks (> 0); a
+                rank that died or hangs makes the others raise ``DistributedError`` after at
+                most this long.
 
         Raises:
-            EmberError: A variable is missing (not started by ``torchrun``), or the backend is
-                unknown or not built into this PyTorch.
+            EmberError: A variable is missing (not started by ``torchrun``), the backend is
+                unknown or not built into this PyTorch, or ``timeout_s`` is not positive.
+            DistributedError: The other ranks did not join within ``timeout_s``.
         """
+        if not timeout_s > 0:
+            raise EmberError(
+                f"ProcessGroup.from_env: expected timeout_s > 0, got {timeout_s}. It bounds how "
+                "long a collective waits for the other ranks."
+            )
         missing = [k for k in _ENV if k not in os.environ]
         if missing:
             raise EmberError(
@@ -88,17 +135,32 @@ class ProcessGroup:
             )
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         local = int(os.environ.get("LOCAL_RANK", rank))
-        if not dist.is_initialized():
-            dist.init_process_group(
-                backend,
-                init_method="env://",
-                rank=rank,
-                world_size=world,
-                timeout=timedelta(seconds=timeout_s),
-            )
+        group = ProcessGroup(rank, world, local, backend, timeout_s=timeout_s)
         if backend == "nccl":
             torch.cuda.set_device(local)
-        return ProcessGroup(rank, world, local, backend)
+        if not dist.is_initialized():
+            group.collective(
+                "ProcessGroup.from_env",
+                lambda: dist.init_process_group(
+                    backend,
+                    init_method="env://",
+                    rank=rank,
+                    world_size=world,
+                    timeout=timedelta(seconds=timeout_s),
+                ),
+            )
+        return group
+
+    def collective(self, op: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, with a failure or timeout of ``torch.distributed`` raised as
+        ``DistributedError`` naming ``op`` (so no rank hangs or shows a raw traceback)."""
+        since = time.monotonic()
+        try:
+            return fn()
+        except DistributedError:
+            raise
+        except _FAILURES as e:
+            raise _failed(op, self, e, since) from e
 
     def device(self) -> Device:
         """This rank's device: ``Device.torch(f"cuda:{local_rank}")`` under NCCL, else torch CPU."""
@@ -118,7 +180,8 @@ class ProcessGroup:
         """Start summing ``flat`` (a contiguous tensor, changed in place) across ranks.
 
         Returns:
-            The ``torch.distributed`` work handle; ``handle.wait()`` blocks until it landed.
+            The ``torch.distributed`` work handle; ``handle.wait()`` blocks until it landed
+            (wrap it in ``collective`` to turn a failure into ``DistributedError``).
         """
         return dist.all_reduce(flat, op=dist.ReduceOp.SUM, async_op=True)
 
@@ -143,7 +206,7 @@ class ProcessGroup:
         for idx in by_dtype.values():
             like = [tensors[i] for i in idx]
             flat = _flatten(like)
-            self.start_all_reduce(flat).wait()
+            self.collective("all_reduce", partial(_reduce_now, self, flat))
             if average:
                 flat /= self.world_size
             for i, r in zip(idx, _unflatten(flat, [t.shape for t in like])):
@@ -169,13 +232,20 @@ class ProcessGroup:
             self.check_tensor("broadcast_module", state[k]._raw)
         raw = [state[k]._raw.clone().contiguous() for k in names]
         for t in raw:
-            dist.broadcast(t, src=src)
+            self.collective("broadcast_module", partial(dist.broadcast, t, src=src))
         module.load_state_dict({k: from_raw(t, state[k]._hardware) for k, t in zip(names, raw)})
         return module
 
     def barrier(self) -> None:
-        """Wait until every rank got here."""
-        dist.barrier()
+        """Wait until every rank got here (at most ``timeout_s``; on Gloo a monitored barrier,
+        whose ``DistributedError`` names the ranks that did not arrive)."""
+        if self.backend == "gloo":
+            timeout = timedelta(seconds=self.timeout_s)
+            self.collective(
+                "barrier", lambda: dist.monitored_barrier(timeout=timeout, wait_all_ranks=True)
+            )
+        else:
+            self.collective("barrier", dist.barrier)
 
     def close(self) -> None:
         """Leave the job (``destroy_process_group``)."""

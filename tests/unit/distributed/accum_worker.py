@@ -1,0 +1,144 @@
+"""One rank of the N-process accumulation and failure tests (started by test_ddp_accumulation.py).
+
+Usage: python accum_worker.py MODE OUT [FAIL_STEP]
+
+- ``MODE=train``: ``STEPS`` optimizer steps (SGD with momentum, then Adam), each accumulating
+  ``MICRO`` micro-batches; every micro-step but the last inside ``ddp.no_sync()``. Rank 0 writes
+  the parameters and every rank's all-reduce count to ``OUT`` (.npz).
+- ``MODE=raise``: rank 1 raises at step ``FAIL_STEP`` and exits; ``MODE=hang``: rank 1 raises,
+  catches it and sleeps (alive, never answering). Rank 1 writes the time it failed to
+  ``OUT.failed_at``; the other ranks must stop with ``DistributedError``, each writing the time
+  and the error text to ``OUT.rank<r>.txt``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import ember as em
+from ember import nn
+from ember.distributed import DistributedDataParallel, ProcessGroup
+from ember.errors import DistributedError
+
+STEPS = 5
+MICRO = 2  # micro-batches per optimizer step
+ROWS = 8  # rows of one micro-batch, split over the ranks (1, 2 and 4 divide it)
+BUCKET_MB = 200 / 2**20  # ~200 bytes: several buckets for the small net
+
+
+class Net(nn.Module):
+    def __init__(self, device: em.Device) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8, device=device, dtype=em.float64)
+        self.fc2 = nn.Linear(8, 3, device=device, dtype=em.float64)
+
+    def forward(self, x: em.Tensor) -> em.Tensor:
+        return self.fc2(nn.functional.tanh(self.fc1(x)))
+
+
+def micro_batch(step: int, k: int, device: em.Device) -> tuple[em.Tensor, em.Tensor]:
+    rng = np.random.default_rng([500, step, k])
+    x = em.Tensor.from_data(rng.normal(size=(ROWS, 4)), device=device)
+    y = em.Tensor.from_data(rng.integers(0, 3, size=ROWS), device=device)
+    return x, y
+
+
+def optimizers() -> dict[str, object]:
+    return {"sgd": em.optim.SGD(momentum=0.9), "adam": em.optim.Adam()}
+
+
+def reference() -> dict[str, np.ndarray]:
+    """One process on the full micro-batches, accumulated with ``GradientsAccumulator``."""
+    dev = em.Device.torch("cpu")
+    out: dict[str, np.ndarray] = {}
+    for name, opt in optimizers().items():
+        em.seed(0)
+        model = Net(dev.autodiff())
+        for step in range(STEPS):
+            acc = em.optim.GradientsAccumulator()
+            for k in range(MICRO):
+                x, y = micro_batch(step, k, dev)
+                loss = nn.functional.cross_entropy(model(x), y) * (1.0 / MICRO)
+                acc.accumulate(model, em.optim.GradientsParams.from_grads(loss.backward(), model))
+            model = opt.step(0.1, model, acc.grads())  # type: ignore[attr-defined]
+        for k_, v in model.state_dict().items():
+            out[f"{name}.{k_}"] = v.to_numpy()
+    return out
+
+
+def train(group: ProcessGroup, out: str) -> None:
+    dev = group.device()
+    ddp = DistributedDataParallel(group, bucket_mb=BUCKET_MB)
+    result: dict[str, np.ndarray] = {}
+    part = ROWS // group.world_size
+    for name, opt in optimizers().items():
+        em.seed(0 if group.rank == 0 else 7)  # other ranks start elsewhere; broadcast fixes it
+        model = group.broadcast_module(Net(dev.autodiff()))
+        for step in range(STEPS):
+            acc = em.optim.GradientsAccumulator()
+            for k in range(MICRO):
+                x, y = micro_batch(step, k, dev)
+                x, y = x.narrow(0, group.rank * part, part), y.narrow(0, group.rank * part, part)
+                loss = nn.functional.cross_entropy(model(x), y) * (1.0 / MICRO)
+                if k < MICRO - 1:
+                    with ddp.no_sync():
+                        grads = ddp.backward(loss, model)
+                    assert len(grads) == 0 and ddp.holds_gradients
+                else:
+                    grads = ddp.backward(loss, model)
+                    assert not ddp.holds_gradients
+                acc.accumulate(model, grads)
+            model = opt.step(0.1, model, acc.grads())  # type: ignore[attr-defined]
+        for k_, v in model.state_dict().items():
+            result[f"{name}.{k_}"] = v.to_numpy()
+    counts = group.all_reduce([torch.tensor([float(ddp.reductions)])], average=False)[0]
+    result["_reductions_sum"] = counts.numpy()
+    result["_reductions"] = np.array([ddp.reductions])
+    result["_buckets"] = np.array([len(ddp._plan)])
+    if group.rank == 0:
+        np.savez(out, **result)
+    group.barrier()
+    group.close()
+
+
+def fail(group: ProcessGroup, out: str, mode: str, fail_step: int) -> None:
+    dev = group.device()
+    ddp = DistributedDataParallel(group, bucket_mb=BUCKET_MB)
+    em.seed(0)
+    model = group.broadcast_module(Net(dev.autodiff()))
+    part = ROWS // group.world_size
+    try:
+        for step in range(STEPS):
+            if group.rank == 1 and step == fail_step:
+                Path(f"{out}.failed_at").write_text(repr(time.time()))
+                try:
+                    raise RuntimeError(f"rank 1 fails on purpose at step {step}")
+                except RuntimeError:
+                    if mode == "hang":  # alive but never answering again
+                        time.sleep(120)
+                    raise
+            x, y = micro_batch(step, 0, dev)
+            x, y = x.narrow(0, group.rank * part, part), y.narrow(0, group.rank * part, part)
+            grads = ddp.backward(nn.functional.cross_entropy(model(x), y), model)
+            model = em.optim.SGD().step(0.1, model, grads)
+    except DistributedError as e:
+        Path(f"{out}.rank{group.rank}.txt").write_text(f"{time.time()!r}\n{type(e).__name__}: {e}")
+        raise SystemExit(3) from None
+
+
+def main(mode: str, out: str, fail_step: str = "2") -> None:
+    timeout = 60.0 if mode == "train" else 6.0
+    group = ProcessGroup.from_env("gloo", timeout_s=timeout)
+    if mode == "train":
+        train(group, out)
+    else:
+        fail(group, out, mode, int(fail_step))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
