@@ -101,12 +101,23 @@ class RuleBackend:
             xs = args[: spec.arity]
             attrs = dict(zip(attr_names, args[spec.arity :]))
             attrs.update(kwargs)
-            if spec.backward is None or not any(isinstance(x, Tensor) and x._node for x in xs):
-                return self.const(method(*[_u(x) for x in xs], **attrs))
-            ts = [x if isinstance(x, Tensor) else self.const(x) for x in xs]
-            return self.row(name, ts, **attrs)
+            like = next((x for x in xs if isinstance(x, Tensor)), None)
+            ts = [self._operand(name, x, like) for x in xs]
+            return self.row(name, ts, **attrs)  # untracked operands record nothing
 
         return call
+
+    def _operand(self, op: str, x: Any, like: Tensor | None) -> Tensor:
+        """``x`` as a tensor operand: tensors as they are, raw arrays and numbers as constants
+        (a number takes the dtype of the call's first tensor, as a 0-d array)."""
+        if isinstance(x, Tensor):
+            return x
+        raw = self.raw
+        if type(x) is raw.array_type:
+            return self.const(x)
+        if isinstance(x, (bool, int, float)) and like is not None:
+            return self.const(raw.full((), x, like.dtype))
+        raise NotRecordable(f"{op} (called with a {type(x).__name__} operand)")
 
     # ------------------------------------------------------------------ dtypes and constants
     def dtype_of(self, x: Tensor) -> Any:
