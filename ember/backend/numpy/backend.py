@@ -455,6 +455,7 @@ class NumpyBackend(Backend):
     layer_norm = staticmethod(_norm.layer_norm)
     rms_norm = staticmethod(_norm.rms_norm)  # (x, weight, normalized_ndim, eps)
     batch_norm = staticmethod(_norm.batch_norm)  # (x, weight, bias, eps): batch statistics, dim 1
+    batch_norm_backward = staticmethod(_norm.batch_norm_backward)  # fused: 3 arrays, not ~10
     # (q, k, v, bias, keep, scale, is_causal); a 0-d bias / keep means none
     attention = staticmethod(_attn.attention)
     attention_weights = staticmethod(_attn.attention_weights)  # (q, k, bias, scale, is_causal)
