@@ -195,3 +195,15 @@ def test_moves_between_backends_differentiate_twice() -> None:
     np.testing.assert_allclose(g.to_numpy(), [0.75, 3.0], rtol=1e-12)
     (h,) = em.autodiff.grad(g.sum(), x)
     np.testing.assert_allclose(h.to_numpy(), [3.0, -6.0], rtol=1e-12)
+
+
+def test_hvp_with_create_graph_differentiates_again(device: em.Device) -> None:
+    x = _leaf([0.5, -1.0], device)
+    v = em.Tensor.from_data([1.0, 2.0], device=device, dtype=em.float64)
+    value, hv = em.autodiff.hvp(lambda a: (a * a * a * a).sum(), x, v, create_graph=True)
+    a = np.array([0.5, -1.0])
+    # f = sum a^4: H v = 12 a^2 v; d/da sum(H v) = 24 a v
+    np.testing.assert_allclose(hv.to_numpy(), 12 * a * a * [1.0, 2.0], rtol=1e-12)
+    assert hv.is_tracked() and value.is_tracked()
+    (third,) = em.autodiff.grad(hv.sum(), x)
+    np.testing.assert_allclose(third.to_numpy(), 24 * a * [1.0, 2.0], rtol=1e-12)
