@@ -102,6 +102,37 @@ def _fresh_values() -> recompute.Recompute:
     return rec
 
 
+def _readers(order: list[Node]) -> dict[Node, int]:
+    """How many steps of the pass read each fetched value (a recipe's, a dropped one's, a leaf's):
+    what ``_settle`` counts down, so a recomputed value is dropped after its last read."""
+    reads: dict[Node, int] = {}
+    for n in order:
+        spec = n.spec
+        if spec is None or not n.fetches:
+            continue
+        if spec.saves_inputs:
+            for p in recompute._fetched(n):
+                reads[p] = reads.get(p, 0) + 1
+        if spec.saves_output and n.output is None:
+            reads[n] = reads.get(n, 0) + 1
+    return reads
+
+
+def _settle(n: Node, rec: recompute.Recompute, reads: dict[Node, int]) -> None:
+    """After ``n``'s step (run or skipped): count its reads off and drop every cached value no
+    later step reads (a value asked for again is recomputed; the recorded graph keeps its own
+    references to what it uses)."""
+    spec = n.spec
+    if spec.saves_inputs:
+        for p in recompute._fetched(n):
+            reads[p] = reads.get(p, 0) - 1
+    if spec.saves_output and n in reads:
+        reads[n] -= 1
+    cache = rec.cache
+    for m in [m for m in cache if reads.get(m, 0) <= 0]:
+        del cache[m]
+
+
 def _discover(roots: Sequence[Node]) -> tuple[list[Node], list[Node]]:
     """(topological order from the roots, claimed op nodes); raises before changing anything
     when a node is consumed or claimed by another pass."""
@@ -245,39 +276,39 @@ def _run(
         s = wrap(RuleTensor, s._data, s._dev, s._strategy if record else None, s._node)
         prev = grads.get(r)
         grads[r] = s if prev is None else prev + s
+    reads = _readers(order) if rec is not None else None
     out: dict[Node, Tensor] = {}
     for n in order:
         g = grads.pop(n, None)
-        if g is None:
-            continue
-        if wanted is None:
-            if n.spec is None and n.requirement is _GRAD:
-                out[n] = _leaf_dtype(g, n)
-        elif n in wanted:
-            out[n] = g if n.spec is not None else _leaf_dtype(g, n)
-        spec = n.spec
-        if spec is None:
+        if g is not None:
+            if wanted is None:
+                if n.spec is None and n.requirement is _GRAD:
+                    out[n] = _leaf_dtype(g, n)
+            elif n in wanted:
+                out[n] = g if n.spec is not None else _leaf_dtype(g, n)
+        if n.spec is None:
             continue
         parents = n.parents
         if keep is not None:
             parents = tuple(p if p is not None and p in keep else None for p in parents)
-            if parents.count(None) == len(parents):
-                continue
-        in_grads = _step(n, g, parents, backend_of(n.b), as_tensor, rec)
-        rb = backend_of(n.b)
-        for i, p in enumerate(parents):
-            if p is None:
-                continue
-            gi = in_grads[i]
-            if gi is None:
-                continue
-            if type(gi) is SliceGrad:
-                gi = gi.dense()
-            shape = n.shapes[i]
-            if tuple(gi.shape) != tuple(shape):
-                gi = rb.sum_to_shape(gi, shape)
-            prev = grads.get(p)
-            grads[p] = gi if prev is None else prev + gi
+        if g is not None and parents.count(None) != len(parents):
+            rb = backend_of(n.b)
+            in_grads = _step(n, g, parents, rb, as_tensor, rec)
+            for i, p in enumerate(parents):
+                if p is None:
+                    continue
+                gi = in_grads[i]
+                if gi is None:
+                    continue
+                if type(gi) is SliceGrad:
+                    gi = gi.dense()
+                shape = n.shapes[i]
+                if tuple(gi.shape) != tuple(shape):
+                    gi = rb.sum_to_shape(gi, shape)
+                prev = grads.get(p)
+                grads[p] = gi if prev is None else prev + gi
+        if reads is not None and n.fetches:
+            _settle(n, rec, reads)  # type: ignore[arg-type]
     if consume:
         for n in order:
             if n.spec is not None:
