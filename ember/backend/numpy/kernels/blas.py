@@ -6,7 +6,8 @@ oversubscribe the cores (with OpenBLAS's shared thread server the calls even que
 another). So, while a kernel's work is split between the pool's threads, the BLAS runs one thread
 per call (``serial()``); outside those regions BLAS keeps its threads, so a plain ``matmul`` on the
 calling thread still uses every core. With ``EMBER_NUM_THREADS`` set, BLAS is given that many
-threads at the first use too, so one setting governs both.
+threads at the first use too, so one setting governs both; ``EMBER_BLAS_THREADS`` overrides the
+BLAS's count alone.
 
 The libraries are found with ``threadpoolctl`` (a dependency); OpenBLAS, the BLAS of NumPy's
 wheels, is switched through its own C functions (about a microsecond), any other BLAS through
@@ -69,7 +70,7 @@ def _libraries() -> list[_Setter]:
         with _lock:
             if _setters is None:
                 _setters = _find()
-                env = os.environ.get("EMBER_NUM_THREADS")
+                env = os.environ.get("EMBER_BLAS_THREADS") or os.environ.get("EMBER_NUM_THREADS")
                 if env:
                     for _, put in _setters:
                         put(max(1, int(env)))
@@ -77,9 +78,11 @@ def _libraries() -> list[_Setter]:
 
 
 def apply_env() -> None:
-    """Give the BLAS ``EMBER_NUM_THREADS`` threads now, when that is set (at import of the
-    kernels, so a kernel that never splits its work still runs with that many)."""
-    if os.environ.get("EMBER_NUM_THREADS"):
+    """Give the BLAS ``EMBER_BLAS_THREADS`` threads now, else ``EMBER_NUM_THREADS``, when one is
+    set (at import of the kernels, so a kernel that never splits its work runs with that many).
+    ``EMBER_BLAS_THREADS=1`` leaves every core to ember's pool (plain products then run on one
+    thread)."""
+    if os.environ.get("EMBER_BLAS_THREADS") or os.environ.get("EMBER_NUM_THREADS"):
         _libraries()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,6 +13,14 @@ import pytest
 from ember.backend.numpy.kernels import blas, pool
 
 pytestmark = pytest.mark.skipif(not blas.threads(), reason="no controllable BLAS library")
+
+
+def _env(**names: str) -> dict[str, str]:
+    """This process's environment without ember's thread settings, plus ``names``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.pop(var, None)
+    return {**env, **names}
 
 
 def test_serial_sets_one_thread_and_restores() -> None:
@@ -71,7 +80,20 @@ def test_env_sets_blas_threads_at_first_use() -> None:
         "from ember.backend.numpy.kernels import blas; t = blas.threads(); "
         "assert t and all(n == 1 for n in t), t; print('ok')"
     )
-    env = {"EMBER_NUM_THREADS": "1", "PATH": ""}
+    env = _env(EMBER_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_blas_threads_env_overrides() -> None:
+    code = (
+        "from ember.backend.numpy.kernels import blas; t = blas.threads(); "
+        "assert t and all(n == 1 for n in t), t; print('ok')"
+    )
+    env = _env(EMBER_NUM_THREADS="2", EMBER_BLAS_THREADS="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
