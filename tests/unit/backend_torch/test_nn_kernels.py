@@ -85,6 +85,10 @@ CASES: dict[str, list[tuple[Any, ...]]] = {
     ],
     "rms_norm": [(_n(2, 3, 4), _n(4), 1, 1e-6)],
     "batch_norm": [(_x4, _n(3), _n(3), 1e-5), (_n(5, 3), _n(3), _n(3), 1e-5)],
+    "batch_norm_backward": [
+        (_n(2, 3, 7, 6), _x4, _n(3), _n(3), 1e-5),
+        (_n(5, 3), _n(5, 3), _n(3), _n(3), 1e-5),
+    ],
     "attention": [
         (
             _n(2, 2, 4, 8),
