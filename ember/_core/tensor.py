@@ -44,9 +44,11 @@ from .linalg import LinalgMethods
 from .reading import ReadingMethods
 from .quantized import QuantizeMethods
 from .reduce import ReduceMethods
+from .spellings import SpellingsMethods
 
 
 class Tensor(
+    SpellingsMethods,  # PyTorch spellings first: sum/reshape/permute/transpose take both forms
     ReadingMethods,
     ContextMethods,
     ElementwiseMethods,

@@ -145,6 +145,32 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every sub-module (children first, depth first), then on this module;
+        returns this module, as PyTorch's ``Module.apply``. A module reachable twice is visited
+        once.
+
+        Example:
+            >>> seen = []
+            >>> _ = Sequential(Linear(2, 2), ReLU()).apply(lambda m: seen.append(type(m).__name__))
+            >>> seen
+            ['Linear', 'ReLU', 'Sequential']
+        """
+        if not callable(fn):
+            raise DTypeError(
+                f"Module.apply: expected a callable fn(module), got {type(fn).__name__}. Pass a "
+                "function such as lambda m: ... (to change parameters, assign them in fn)."
+            )
+        self._apply_once(fn, set())
+        return self
+
+    def _apply_once(self, fn: Callable[[Module], Any], seen: set[int]) -> None:
+        seen.add(id(self))
+        for m in self.children():
+            if id(m) not in seen:
+                m._apply_once(fn, seen)
+        fn(self)
+
     def named_parameters(
         self, prefix: str = "", remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Param]]:
@@ -232,6 +258,11 @@ class Module:
                 p._train_strategy = s
                 p._value = p._value.without_autodiff()
         return self
+
+    def eval(self) -> Module:
+        """PyTorch's spelling of ``valid()``: plain parameters, no gradients, training flags
+        off; ``train()`` switches back."""
+        return self.valid()
 
     def set_require_grad(self, flag: bool) -> Module:
         """Configure every parameter as trainable (``True``) or not; persists across modes."""

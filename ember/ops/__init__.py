@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     activations,
     backward_rows,
     conv,
+    division,
     elementwise,
     indexing,
     linalg,

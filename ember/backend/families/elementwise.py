@@ -95,6 +95,14 @@ class ElementwiseOps(abc.ABC):
         """x / y (true division)."""
 
     @abc.abstractmethod
+    def floor_divide(self, x: Raw, y: Raw) -> Raw:
+        """floor(x / y) in x's (promoted) dtype, as Python's ``//`` (exact for ints)."""
+
+    @abc.abstractmethod
+    def remainder(self, x: Raw, y: Raw) -> Raw:
+        """x - floor_divide(x, y) * y: the sign of y, as Python's ``%``."""
+
+    @abc.abstractmethod
     def powf(self, x: Raw, y: Raw) -> Raw:
         """x ** y."""
 

@@ -146,6 +146,8 @@ class NumpyBackend(Backend):
     sub = staticmethod(np.subtract)
     mul = staticmethod(np.multiply)
     div = staticmethod(np.divide)
+    floor_divide = staticmethod(np.floor_divide)
+    remainder = staticmethod(np.remainder)
     neg = staticmethod(np.negative)
     exp = staticmethod(np.exp)
     log = staticmethod(np.log)

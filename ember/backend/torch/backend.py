@@ -248,6 +248,8 @@ class TorchBackend(Backend):
     sub = staticmethod(torch.sub)
     mul = staticmethod(torch.mul)
     div = staticmethod(torch.div)
+    floor_divide = staticmethod(torch.floor_divide)
+    remainder = staticmethod(torch.remainder)
     neg = staticmethod(torch.neg)
     exp = staticmethod(torch.exp)
     log = staticmethod(torch.log)

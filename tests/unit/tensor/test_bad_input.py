@@ -95,7 +95,13 @@ CASES: dict[str, Case] = {
     "mean int": ((N,), lambda x: x.mean(), em.DTypeError, r"^mean: expected a float"),
     "powf int": ((N, N), lambda x, y: x.powf(y), em.DTypeError, r"^powf: expected a float"),
     "bool add": ((F,), lambda x: (x > 1.0) + (x > 2.0), em.DTypeError, r"^add: expected a numeric"),
-    "bool sum": ((F,), lambda x: (x > 1.0).sum(), em.DTypeError, r"^sum: expected a numeric"),
+    # bools sum as int64 (PyTorch's sum); the Burn sum_dim still refuses them
+    "bool sum_dim": (
+        (F,),
+        lambda x: (x > 1.0).sum_dim(0),
+        em.DTypeError,
+        r"^sum_dim: expected a numeric",
+    ),
     "mask dtype": (
         (F,),
         lambda x: x.mask_fill(x, 0.0),

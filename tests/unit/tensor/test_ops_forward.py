@@ -97,7 +97,8 @@ CASES: dict[str, Case] = {
     "reshape": (lambda x: x.reshape((4, 3)), lambda a: a.reshape(4, 3), (A,)),
     "reshape -1": (lambda x: x.reshape((2, -1)), lambda a: a.reshape(2, -1), (C3,)),
     "transpose": (lambda x: x.transpose(), lambda a: a.T, (A,)),
-    "T": (lambda x: x.T, lambda a: np.swapaxes(a, -1, -2), (C3,)),
+    "T": (lambda x: x.T, lambda a: a.T, (C3,)),  # PyTorch's .T: every dim reversed
+    "mT": (lambda x: x.mT, lambda a: np.swapaxes(a, -1, -2), (C3,)),
     "swap_dims": (lambda x: x.swap_dims(0, 2), lambda a: np.swapaxes(a, 0, 2), (C3,)),
     "permute": (lambda x: x.permute((1, 2, 0)), lambda a: a.transpose(1, 2, 0), (C3,)),
     "permute neg": (lambda x: x.permute((-1, 0, 1)), lambda a: a.transpose(2, 0, 1), (C3,)),
