@@ -129,7 +129,8 @@ def _normalize(shape: tuple[int, ...], key: Key, used: int) -> Key | Reversed:
         n = shape[axis]
         if not -n <= i < n:
             raise ShapeError(
-                f"index: index {i} is out of range for axis {axis} of size {n} (shape {shape})."
+                f"index: index {i} is out of range for axis {axis} of size {n} (shape {shape}); "
+                f"expected an index in [{-n}, {n})" + (" (the axis is empty)." if n == 0 else ".")
             )
         out.append(i + n if i < 0 else i)
         axis += 1

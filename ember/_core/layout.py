@@ -125,7 +125,13 @@ def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 def unsqueeze_dim(self: Tensor, dim: int) -> Tensor:
     """Insert a size-1 axis at ``dim`` (-1 appends)."""
     shape = tuple(self._data.shape)
-    d = checks.dim("unsqueeze_dim", dim, len(shape) + 1)
+    n = len(shape)
+    if type(dim) is int and not -n - 1 <= dim <= n:  # the tensor's rank, the result's range
+        raise ShapeError(
+            f"unsqueeze_dim: dim {dim} is out of range for a tensor of rank {n} (expected "
+            f"{-n - 1}..{n}: a new axis goes before one of the {n} axes or after the last)."
+        )
+    d = checks.dim("unsqueeze_dim", dim, n + 1)
     return apply(_RESHAPE, (self,), {"shape": (*shape[:d], 1, *shape[d:])})
 
 

@@ -33,3 +33,23 @@ def test_consumed_graph_in_truncated_bptt_says_detach(device: em.Device) -> None
     assert "truncated BPTT" in str(e.value)
     out, _ = rnn(chunks[1], tuple(s.detach() for s in state))
     assert out.sum().backward() is not None  # the advice works
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda x: x[5],
+            r"index 5 is out of range for axis 0 .*expected an index in \[-2, 2\)",
+        ),
+        (lambda x: x[:, -4], r"axis 1 of size 3 .*expected an index in \[-3, 3\)"),
+        # unsqueeze's range is one wider than the tensor's rank; the message named the wrong rank
+        (lambda x: x.unsqueeze_dim(3), r"for a tensor of rank 2 \(expected -3\.\.2"),
+        (lambda x: x.unsqueeze(-4), r"for a tensor of rank 2 \(expected -3\.\.2"),
+        (lambda x: x.sum_dim(2), r"for a tensor of rank 2 \(expected -2\.\.1\)"),
+    ],
+)
+def test_range_errors_print_the_allowed_range(call: object, message: str) -> None:
+    x = em.Tensor.ones((2, 3))
+    with pytest.raises(em.ShapeError, match=message):
+        call(x)  # type: ignore[operator]
