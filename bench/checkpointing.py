@@ -1,11 +1,15 @@
-"""Gradient checkpointing benchmark (issue 4): step time and peak memory, Balanced vs Disabled.
+"""Gradient checkpointing benchmark (issues 4, 15): step time and peak memory against Disabled.
 
 The model is a 12-block pre-norm transformer (d=256, 4 heads, MLP 4d, sequence 128, batch 8) with
 layer norm, exact GELU, softmax attention and dropout. The same model in PyTorch, with
 ``torch.utils.checkpoint`` around each block, is the reference point.
 
+Rows: Balanced and memory budgets (``--fractions``, of the Disabled peak) for the model built
+from primitives and from fused rows, each against Disabled measured in the same run, and PyTorch
+with ``torch.utils.checkpoint`` per block against plain PyTorch.
+
 Usage: OMP_NUM_THREADS=1 python bench/checkpointing.py [--repeats N] [--blocks N] [--no-attn-drop]
-[--no-torch]
+[--no-torch] [--fractions 0.7,0.5,0.3]
 
 Peak memory is measured apart from time: tracemalloc for ember's NumPy backend (NumPy reports
 every buffer to it), the resident-set high-water mark of a fresh process for PyTorch CPU.
@@ -162,14 +166,18 @@ def ember_step(
 
 def ember_setup(cfg: Config, strategy: Strategy) -> tuple[list[dict[str, em.Tensor]], em.Tensor]:
     dev = em.Device.cpu().autodiff()
-    if strategy is Strategy.Balanced:
-        dev = dev.gradient_checkpointing()
+    if strategy != Strategy.Disabled:
+        dev = dev.gradient_checkpointing(budget=strategy)
     return init_params(cfg, dev), make_input(cfg, dev)
 
 
 def ember_peak_bytes(cfg: Config, strategy: Strategy, seed: int = 0) -> int:
-    """Peak traced bytes of one forward + backward above what existed before it (parameters)."""
+    """Peak traced bytes of one forward + backward above what existed before it (parameters);
+    a budget's first step (which measures the graph's Disabled peak) runs untraced first."""
     params, x = ember_setup(cfg, strategy)
+    if strategy.budgeted:
+        em.seed(seed)
+        ember_step(cfg, strategy, params, x)
     em.seed(seed)
     tracemalloc.start()
     try:
@@ -293,25 +301,33 @@ def _interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, t
     return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
 
 
-def run(cfg: Config, repeats: int, with_torch: bool) -> list[dict[str, Any]]:
-    """One row per (framework, variant): step times and peak bytes of both settings."""
+def run(
+    cfg: Config, repeats: int, with_torch: bool, fractions: tuple[float, ...] = ()
+) -> list[dict[str, Any]]:
+    """One row per (framework, variant, setting): step times and peak bytes against the
+    framework's plain run (ember Disabled, plain PyTorch) measured in the same run."""
     rows: list[dict[str, Any]] = []
     for fused in (False, True):
         c = Config(**{**cfg.__dict__, "fused": fused})
+        settings = [Strategy.Disabled, Strategy.Balanced]
+        settings += [Strategy.budget(fraction=f) for f in fractions]
         fns: dict[str, Callable[[], Any]] = {}
-        for s in Strategy:
+        for s in settings:
             params, x = ember_setup(c, s)
-            fns[s.name] = partial(ember_step, c, s, params, x)
-        t = _interleaved(fns, repeats)
-        rows.append(
-            {
-                "model": f"ember {'fused rows' if fused else 'primitives'}",
-                "base": t["Disabled"],
-                "ckpt": t["Balanced"],
-                "base_peak": ember_peak_bytes(c, Strategy.Disabled),
-                "ckpt_peak": ember_peak_bytes(c, Strategy.Balanced),
-            }
-        )
+            fns[repr(s)] = partial(ember_step, c, s, params, x)
+        t = _interleaved(fns, repeats)  # its warm-up step is a budget's measuring step
+        base_peak = ember_peak_bytes(c, Strategy.Disabled)
+        for s in settings[1:]:
+            label = "Balanced" if s is Strategy.Balanced else f"budget {s.fraction:g}"  # type: ignore[attr-defined]
+            rows.append(
+                {
+                    "model": f"ember {'fused' if fused else 'prims'}, {label}",
+                    "base": t[repr(Strategy.Disabled)],
+                    "ckpt": t[repr(s)],
+                    "base_peak": base_peak,
+                    "ckpt_peak": ember_peak_bytes(c, s),
+                }
+            )
     if with_torch:
         tparams, tx = torch_setup(cfg)
         t = _interleaved(
@@ -323,7 +339,7 @@ def run(cfg: Config, repeats: int, with_torch: bool) -> list[dict[str, Any]]:
         )
         rows.append(
             {
-                "model": "torch + utils.checkpoint",
+                "model": "torch, utils.checkpoint",
                 "base": t["plain"],
                 "ckpt": t["ckpt"],
                 "base_peak": torch_peak_bytes(cfg, False),
@@ -335,14 +351,14 @@ def run(cfg: Config, repeats: int, with_torch: bool) -> list[dict[str, Any]]:
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'model':<26}{'base s':>8}{'ckpt s':>8}{'time x':>8}{'cpu x':>7}"
+        f"{'model':<30}{'base s':>8}{'ckpt s':>8}{'time x':>8}{'cpu x':>7}"
         f"{'base MiB':>10}{'ckpt MiB':>10}{'mem x':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         (bw, bc), (cw, cc) = r["base"], r["ckpt"]
         lines.append(
-            f"{r['model']:<26}{bw:8.3f}{cw:8.3f}{cw / bw:8.2f}{cc / bc:7.2f}"
+            f"{r['model']:<30}{bw:8.3f}{cw:8.3f}{cw / bw:8.2f}{cc / bc:7.2f}"
             f"{r['base_peak'] / 2**20:10.1f}{r['ckpt_peak'] / 2**20:10.1f}"
             f"{r['ckpt_peak'] / r['base_peak']:7.2f}"
         )
@@ -355,15 +371,17 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=12)
     ap.add_argument("--no-attn-drop", action="store_true", help="dropout on residuals only")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--fractions", default="0.7,0.5,0.3", help="budget fractions ('' for none)")
     args = ap.parse_args()
+    fractions = tuple(float(f) for f in args.fractions.split(",") if f)
     cfg = Config(blocks=args.blocks, attn_drop=not args.no_attn_drop)
     print(
         f"{cfg.blocks} blocks, d={cfg.d_model}, heads={cfg.num_heads}, T={cfg.seq_len}, "
         f"B={cfg.batch}, dropout {cfg.p_drop} ({'attention + ' if cfg.attn_drop else ''}"
         f"residual); median of {args.repeats}; base = Disabled (ember) / plain (torch), "
-        "ckpt = Balanced / torch.utils.checkpoint per block"
+        "ckpt = the row's setting (Balanced, a budget) / torch.utils.checkpoint per block"
     )
-    print(format_rows(run(cfg, args.repeats, not args.no_torch)))
+    print(format_rows(run(cfg, args.repeats, not args.no_torch, fractions)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ Three measurements, each a full training step (forward, cross-entropy, backward,
 - ``gpt2``: 12 layers, width 1024, 16 heads, context 1024, batch 16, vocabulary 32768, bfloat16
   mixed precision (``ember.amp.autocast`` vs ``torch.autocast``), with model TFLOP/s;
 - ``memory``: the ``gpt2`` model under ``Balanced`` vs ``Disabled`` gradient checkpointing: peak
-  CUDA memory and step time.
+  CUDA memory and step time;
+- ``checkpointing``: the ``gpt2`` model's memory / time trade-off in one run: ember ``Disabled``,
+  ``Balanced``, a budget sweep (``--fractions``), each with the plain and the fused
+  (``F.linear_cross_entropy``) head, beside PyTorch eager, ``torch.utils.checkpoint`` around each
+  block and ``torch.compile`` with its activation memory budget; ratios against ember
+  ``Disabled`` and a peak-memory vs step-time plot (``--plot out.png``, needs matplotlib).
 
 Both models are the same pre-norm GPT-2 (learned positions, tanh GELU, biases, untied LM head)
 and call the same kernels (cuBLAS, flash / memory-efficient attention, fused layer norm). The
@@ -16,6 +21,7 @@ ember model is built from ``em.nn`` layers and ``em.nn.functional``.
 Usage:
     python bench/gpu_gpt.py [--only small,gpt2,memory] [--steps 20] [--rounds 3] [--json out.json]
     python bench/gpu_gpt.py --tiny --device torch:cpu     # a seconds-long smoke run on a CPU
+    python bench/gpu_gpt.py --only checkpointing --plot bench/figures/checkpointing_gpt2.png
 """
 
 from __future__ import annotations
@@ -120,23 +126,32 @@ class EmberGPT(em.nn.Module):
         self.lm_head = em.nn.Linear(cfg.n_embd, cfg.vocab, bias=False, device=device)
 
     def forward(self, idx: em.Tensor) -> em.Tensor:
+        return self.lm_head(self.hidden(idx))
+
+    def hidden(self, idx: em.Tensor) -> em.Tensor:
+        """The final layer norm's output (B, T, C)."""
         T = idx.shape[1]
         pos = em.Tensor.arange(0, T, device=idx.device.without_autodiff())
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)
-        return self.lm_head(self.ln_f(x))
+        return self.ln_f(x)
 
 
-def ember_step(cfg: Config) -> Callable[[Any, Any, Any, Any], Any]:
-    """One training step of the ember model; returns (model, loss)."""
+def ember_step(cfg: Config, fused_ce: bool = False) -> Callable[[Any, Any, Any, Any], Any]:
+    """One training step of the ember model; returns (model, loss). ``fused_ce``: the LM head
+    and the loss as one ``F.linear_cross_entropy`` row (no logits held)."""
     policy = amp.Policy(em.bfloat16) if cfg.bf16 else None
 
     def step(model: EmberGPT, optim: Any, idx: em.Tensor, tgt: em.Tensor) -> Any:
         with amp.autocast(policy or em.bfloat16, enabled=policy is not None):
-            logits = model(idx)
-            B, T, V = logits.shape
-            loss = F.cross_entropy(logits.reshape((B * T, V)), tgt.reshape((B * T,)))
+            if fused_ce:
+                w = model.lm_head.weight.val()
+                loss = F.linear_cross_entropy(model.hidden(idx), w, tgt)
+            else:
+                logits = model(idx)
+                B, T, V = logits.shape
+                loss = F.cross_entropy(logits.reshape((B * T, V)), tgt.reshape((B * T,)))
         grads = em.optim.GradientsParams.from_grads(loss.backward(), model)
         return optim.step(3e-4, model, grads), loss
 
@@ -176,8 +191,9 @@ class TorchBlock(torch.nn.Module):
 
 
 class TorchGPT(torch.nn.Module):
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, checkpoint: bool = False) -> None:
         super().__init__()
+        self.checkpoint = checkpoint  # torch.utils.checkpoint around each block
         self.wte = torch.nn.Embedding(cfg.vocab, cfg.n_embd)
         self.wpe = torch.nn.Embedding(cfg.block_size, cfg.n_embd)
         self.blocks = torch.nn.ModuleList([TorchBlock(cfg) for _ in range(cfg.n_layer)])
@@ -188,7 +204,12 @@ class TorchGPT(torch.nn.Module):
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
-            x = block(x)
+            if self.checkpoint:
+                from torch.utils.checkpoint import checkpoint
+
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         return self.lm_head(self.ln_f(x))
 
 
@@ -254,19 +275,25 @@ def _peak(device: torch.device) -> int:
 
 
 def run_ember(
-    cfg: Config, dev: em.Device, warmup: int, steps: int, strategy: Any = Strategy.Disabled
+    cfg: Config,
+    dev: em.Device,
+    warmup: int,
+    steps: int,
+    strategy: Any = Strategy.Disabled,
+    fused_ce: bool = False,
 ) -> dict[str, Any]:
-    """Step time and peak memory of the ember model under ``strategy``."""
+    """Step time and peak memory of the ember model under ``strategy`` (a budget measures its
+    graph's Disabled peak on the first, untimed step)."""
     tdev = dev.b.device
     ad = dev.autodiff()
-    if strategy is Strategy.Balanced:
-        ad = ad.gradient_checkpointing()
+    if strategy != Strategy.Disabled:
+        ad = ad.gradient_checkpointing(budget=strategy)
     model = EmberGPT(cfg, ad)
     optim = em.optim.AdamW(weight_decay=0.01)
     idx_t, tgt_t = _batch(cfg, tdev)
     idx = em.Tensor.from_data(idx_t.cpu().numpy(), device=dev)
     tgt = em.Tensor.from_data(tgt_t.cpu().numpy(), device=dev)
-    step = ember_step(cfg)
+    step = ember_step(cfg, fused_ce)
     state = {"model": model}
 
     def run() -> None:
@@ -283,10 +310,23 @@ def run_ember(
 
 
 def run_torch(
-    cfg: Config, tdev: torch.device, warmup: int, steps: int, compiled: bool
+    cfg: Config,
+    tdev: torch.device,
+    warmup: int,
+    steps: int,
+    compiled: bool,
+    checkpoint: bool = False,
+    memory_budget: float | None = None,
 ) -> dict[str, Any]:
-    """Step time and peak memory of the PyTorch model (eager, or torch.compile)."""
-    model = TorchGPT(cfg).to(tdev)
+    """Step time and peak memory of the PyTorch model (eager, or torch.compile; ``checkpoint``:
+    torch.utils.checkpoint per block; ``memory_budget``: torch.compile's activation memory
+    budget, ``torch._functorch.config.activation_memory_budget``)."""
+    if memory_budget is not None:
+        import torch._functorch.config as fconfig
+
+        fconfig.activation_memory_budget = memory_budget
+        torch._dynamo.reset()
+    model = TorchGPT(cfg, checkpoint).to(tdev)
     step = torch_step(cfg, model, compiled)
     idx, tgt = _batch(cfg, tdev)
     step(idx, tgt)
@@ -309,6 +349,97 @@ def _summary(ms: list[float], cfg: Config) -> dict[str, Any]:
     }
 
 
+def run_checkpointing(
+    cfg: Config,
+    dev: em.Device,
+    warmup: int,
+    steps: int,
+    fractions: list[float],
+    compile_budgets: list[float],
+    plot: str | None,
+) -> dict[str, Any]:
+    """The memory / time trade-off of every checkpointing setting, in one run.
+
+    Each entry has ``peak_bytes`` (CUDA ``max_memory_allocated`` of a step, parameters and
+    optimizer state included), ``step_peak_bytes`` (above what lives between steps) and the
+    step time; ``peak_ratio`` / ``time_ratio`` are against ember ``Disabled`` with the plain
+    head. A budget bounds the graph's saved values (``fraction`` of their Disabled peak), not
+    the parameters, optimizer state and gradients: its ``step_peak_ratio`` is the one to read.
+    """
+    tdev = dev.b.device
+    out: dict[str, Any] = {}
+    settings: list[tuple[str, Any, bool]] = []
+    for fused in (False, True):
+        tag = "+fused_ce" if fused else ""
+        settings.append(("disabled" + tag, Strategy.Disabled, fused))
+        settings.append(("balanced" + tag, Strategy.Balanced, fused))
+        for f in fractions:
+            settings.append((f"budget_{f:g}" + tag, Strategy.budget(fraction=f), fused))
+    for key, s, fused in settings:
+        out[key] = _guard(
+            key, lambda s=s, fused=fused: run_ember(cfg, dev, warmup, steps, s, fused)
+        )
+        gc.collect()
+    out["torch_eager"] = _guard("eager", lambda: run_torch(cfg, tdev, warmup, steps, False))
+    out["torch_checkpoint_per_block"] = _guard(
+        "utils.checkpoint", lambda: run_torch(cfg, tdev, warmup, steps, False, checkpoint=True)
+    )
+    for b in compile_budgets:
+        out[f"torch_compile_budget_{b:g}"] = _guard(
+            f"compile {b}", lambda b=b: run_torch(cfg, tdev, warmup, steps, True, memory_budget=b)
+        )
+    ref = out.get("disabled", {})
+    for r in out.values():
+        if "ms_median" in r and "ms_median" in ref and ref.get("peak_bytes"):
+            r["time_ratio"] = round(r["ms_median"] / ref["ms_median"], 3)
+            r["peak_ratio"] = round(r["peak_bytes"] / ref["peak_bytes"], 3)
+            r["step_peak_ratio"] = round(r["step_peak_bytes"] / ref["step_peak_bytes"], 3)
+    if plot:
+        _plot(out, plot)
+    return out
+
+
+def _plot(out: dict[str, Any], path: str) -> None:
+    """Peak memory vs step time (both against ember Disabled), one point per setting."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[checkpointing] matplotlib is not installed: no plot", file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(7, 5))
+    groups = {
+        "ember budget": [k for k in out if k.startswith("budget_") and "fused" not in k],
+        "ember budget + fused CE": [k for k in out if k.startswith("budget_") and "fused" in k],
+    }
+    for label, keys in groups.items():
+        pts = sorted(
+            (out[k]["peak_ratio"], out[k]["time_ratio"]) for k in keys if "peak_ratio" in out[k]
+        )
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+    for k, marker in (
+        ("balanced", "s"),
+        ("balanced+fused_ce", "D"),
+        ("torch_checkpoint_per_block", "^"),
+        ("torch_eager", "x"),
+    ):
+        if "peak_ratio" in out.get(k, {}):
+            ax.plot(out[k]["peak_ratio"], out[k]["time_ratio"], marker, label=k)
+    for k in out:
+        if k.startswith("torch_compile_budget") and "peak_ratio" in out[k]:
+            ax.plot(out[k]["peak_ratio"], out[k]["time_ratio"], "v", label=k)
+    ax.set_xlabel("peak memory / ember Disabled")
+    ax.set_ylabel("step time / ember Disabled")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"[checkpointing] plot written to {path}", file=sys.stderr)
+
+
 def _guard(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run one measurement; a failure (torch.compile missing a compiler, say) is reported."""
     try:
@@ -329,6 +460,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--compile-only", action="store_true", help="only the torch.compile runs")
     p.add_argument("--json", default=None)
+    p.add_argument(
+        "--fractions",
+        default="0.9,0.7,0.5,0.4,0.3,0.2",
+        help="budget fractions of the checkpointing sweep",
+    )
+    p.add_argument(
+        "--compile-budgets",
+        default="0.5,0.3",
+        help="torch.compile activation memory budgets of the checkpointing sweep ('' for none)",
+    )
+    p.add_argument("--plot", default=None, help="checkpointing sweep: write a PNG here")
     args = p.parse_args(argv)
     dev = parse_device(args.device)
     tdev = dev.b.device
@@ -341,13 +483,19 @@ def main(argv: list[str] | None = None) -> int:
     todo = args.only.split(",")
     w, n = args.warmup, args.steps
     for name in todo:
-        cfg = {"small": SMALL, "gpt2": GPT2, "memory": GPT2}[name]
+        cfg = {"small": SMALL, "gpt2": GPT2, "memory": GPT2, "checkpointing": GPT2}[name]
         if args.tiny:
             cfg = replace(TINY, bf16=cfg.bf16)
         r: dict[str, Any] = {"config": asdict(cfg), "params": cfg.n_params()}
         if args.compile_only:
             if name in ("small", "gpt2"):
                 r["torch_compile"] = _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, True))
+        elif name == "checkpointing":
+            fractions = [float(f) for f in args.fractions.split(",") if f]
+            budgets = (
+                [] if args.no_compile else [float(b) for b in args.compile_budgets.split(",") if b]
+            )
+            r.update(run_checkpointing(cfg, dev, w, n, fractions, budgets, args.plot))
         elif name in ("small", "gpt2"):
             # ember and eager alternate, ``--rounds`` times: drift of the machine hits both
             rounds: list[dict[str, Any]] = []
