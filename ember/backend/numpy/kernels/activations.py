@@ -57,7 +57,7 @@ def _blocks(x: np.ndarray, *more: np.ndarray) -> tuple[np.ndarray, list[np.ndarr
             for b in range(lo, hi):
                 fn(b * _BLOCK_ELEMS, min((b + 1) * _BLOCK_ELEMS, n))
 
-        _parallel_split(count, n, share)
+        _parallel_split(count, n, share, blas=False)
 
     return out, flats, run
 

@@ -103,8 +103,9 @@ def serial() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _saved[:] = [get() for get, _ in libs]
-            for _, put in libs:
-                put(1)
+            for (_, put), n in zip(libs, _saved):
+                if n != 1:
+                    put(1)
         _depth += 1
     try:
         yield
@@ -113,4 +114,5 @@ def serial() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 for (_, put), n in zip(libs, _saved):
-                    put(n)
+                    if n != 1:
+                        put(n)

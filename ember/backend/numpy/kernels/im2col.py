@@ -142,7 +142,7 @@ class _Geometry:
                     cols[:, i, j, lo:hi] = xt[:, lo:hi, rs, cs]
 
         # the images are split between threads; each copies every tap of its share
-        _parallel_split(n, cols.size, fill)
+        _parallel_split(n, cols.size, fill, blas=False)
         return cols.reshape(groups, (c // groups) * kh * kw, n * self.columns)
 
     def _junk(self, cols: np.ndarray) -> np.ndarray:
@@ -173,7 +173,7 @@ class _Geometry:
                 for i, j, off in taps:
                     acc[:, lo:hi, off : off + length] += d[:, i, j, lo:hi]
 
-            _parallel_split(n, d.size, add)
+            _parallel_split(n, d.size, add, blas=False)
             full = acc[:, :, : hp * wp].reshape(c, n, hp, wp)
         else:
             d = dcols.reshape(c, kh, kw, n, self.out[0], self.out[1])
@@ -183,7 +183,7 @@ class _Geometry:
                 for i, j, (rs, cs) in taps:
                     full[:, lo:hi, rs, cs] += d[:, i, j, lo:hi]
 
-            _parallel_split(n, d.size, add_taps)
+            _parallel_split(n, d.size, add_taps, blas=False)
         # (C, N, Hp, Wp) -> (N, C, H, W)
         return np.ascontiguousarray(full[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3))
 

@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -65,15 +66,17 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
 _serial = threading.local()  # set inside pool tasks that must not split their work again
 
 
-def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None]) -> None:
+def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bool = True) -> None:
     """Call ``fn(lo, hi)`` on one contiguous share of ``range(n)`` per thread (``elems``: the
-    total work in elements, below ``_PARALLEL_MIN`` it all runs on the calling thread)."""
+    total work in elements, below ``_PARALLEL_MIN`` it all runs on the calling thread).
+    ``blas=False`` says ``fn`` makes no BLAS call: the BLAS threads are then left as they are
+    (each switch costs the next threaded BLAS call a wake-up)."""
     threads = min(num_threads(), n)
     if threads <= 1 or elems < _PARALLEL_MIN or getattr(_serial, "on", False):
         fn(0, n)
         return
     per = -(-n // threads)
-    with serial():
+    with serial() if blas else nullcontext():
         futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
         fn(0, per)
         for f in futures:

@@ -44,7 +44,7 @@ def max_pool2d(
         for key in taps[1:]:
             np.maximum(yb, xp[lo:hi][key], out=yb)
 
-    _parallel_split(x.shape[0], y.size * len(taps), run)
+    _parallel_split(x.shape[0], y.size * len(taps), run, blas=False)
     return y
 
 
@@ -93,7 +93,7 @@ def max_pool2d_backward(
             if i < len(taps) - 1:
                 taken = first if taken is None else np.logical_or(taken, first, out=taken)
 
-    _parallel_split(x.shape[0], grad.size * len(taps), run)
+    _parallel_split(x.shape[0], grad.size * len(taps), run, blas=False)
     ph, pw = padding
     return gxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
 

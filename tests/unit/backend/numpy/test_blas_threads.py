@@ -99,3 +99,11 @@ def test_blas_threads_env_overrides() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_split_work_without_blas_leaves_the_blas_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    before = blas.threads()
+    seen: list[list[int]] = []
+    pool._parallel_split(4, 1 << 20, lambda lo, hi: seen.append(blas.threads()), blas=False)
+    assert len(seen) == 2 and all(s == before for s in seen)
