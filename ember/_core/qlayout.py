@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DTypeError, ShapeError
 from . import checks
-from .indexing import normalize_key
+from .indexing import Reversed, normalize_key
 from .layout import cat as _tensor_cat
 from .qscheme import QuantScheme
 
@@ -161,13 +161,21 @@ class QuantizedLayoutMethods:
 
     @property
     def T(self: Any) -> QuantizedTensor:
-        return self.transpose()
+        """All dims reversed, as PyTorch's ``.T`` and ``Tensor.T`` (rank <= 1: unchanged)."""
+        if self.ndim < 2:
+            return self
+        return self.permute(tuple(reversed(range(self.ndim))))
 
     def __getitem__(self: Any, key: Any) -> QuantizedTensor:
         """Basic indexing (ints, slices, None, ...); blocks are never cut."""
         q: QuantizedTensor = self
         shape = q.shape
         norm = normalize_key(shape, key)
+        if type(norm) is Reversed:
+            raise DTypeError(
+                "index: a quantized tensor takes positive slice steps only, got a negative one. "
+                "Dequantize first (q.dequantize()[::-1])."
+            )
         if norm is None:
             raise DTypeError(
                 "index: a quantized tensor takes basic keys only (ints, slices, None, ...), got "
