@@ -40,6 +40,20 @@ def _cross_entropy(
     )
 
 
+def _linear_cross_entropy(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    b: torch.Tensor,
+    t: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    chunk: int,
+) -> torch.Tensor:
+    # the fused row is linear + cross_entropy per row (0-d bias: none); chunk changes no value
+    logits = F.linear(x, w, b if b.ndim else None)
+    return _cross_entropy(logits, t, ignore_index, label_smoothing)
+
+
 def _cross_entropy_soft(x: torch.Tensor, p: torch.Tensor, label_smoothing: float) -> torch.Tensor:
     return F.cross_entropy(x, p, label_smoothing=label_smoothing, reduction="none")
 
@@ -110,6 +124,7 @@ REFS: dict[str, Ref] = {
     "batch_norm": _batch_norm,
     "cross_entropy": _cross_entropy,
     "cross_entropy_soft": _cross_entropy_soft,
+    "linear_cross_entropy": _linear_cross_entropy,
     "nll_loss": lambda x, t, ignore_index: F.nll_loss(
         x, t, ignore_index=ignore_index, reduction="none"
     ),
