@@ -1,21 +1,22 @@
-"""The op registry and its rows; importing this package registers every row."""
+"""The op registry and its rows; importing this package registers every row.
+
+One module per family, named as the tensor-method modules (ember/_core/) and the backend kernel
+families (ember/backend/families/) are: elementwise, activation, layout, index, reduce, linalg,
+nn (with conv), plus the rows backward rules and the fused loss use.
+"""
 
 from . import (  # noqa: F401
-    activations,
+    activation,
     backward_rows,
     conv,
     division,
     elementwise,
-    indexing,
+    index,
+    layout,
     linalg,
     linear_ce,
-    movement,
     nn,
     reduce,
-    rounding,
-    shape,
-    sorting,
-    stats,
 )
 from .registry import OPS, Cost, OpSpec, Saves, defop
 

@@ -352,3 +352,12 @@ for _name in ("equal", "not_equal", "greater", "greater_equal", "lower", "lower_
 nondiff("logical_not", 1, examples=_logical_examples(1))
 nondiff("logical_and", 2, examples=_logical_examples(2))
 nondiff("logical_or", 2, examples=_logical_examples(2))
+
+
+def _zero_backward(ctx: Any, grad: Any) -> Grads:
+    return (ctx.b.zeros_like(grad),)
+
+
+for _name in ("floor", "ceil", "round"):
+    # smooth=False: finite differences straddling an integer step would see a jump
+    defop(_name, arity=1, cost=Cost.MEMORY_BOUND, dtypes=Domain.FLOAT, smooth=False)(_zero_backward)

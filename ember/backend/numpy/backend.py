@@ -418,7 +418,7 @@ class NumpyBackend(Backend):
 
     # ---------------------------------------------------------------- nn kernels
     # Activations, fused softmax / normalisation / loss / attention rows, convolution and pooling
-    # (ember/ops/activations.py, nn.py, conv.py). Each forward has a ``*_backward`` partner that
+    # (ember/ops/activation.py, nn.py, conv.py). Each forward has a ``*_backward`` partner that
     # returns what the row's rule needs; each pair has a direct PyTorch equivalent (F.conv2d and
     # its grads, F.softmax, F.layer_norm, ...). Shapes and ranges were checked by ember.nn.
     def relu(self, x: np.ndarray) -> np.ndarray:
