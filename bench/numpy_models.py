@@ -15,7 +15,7 @@ Workloads (float32; each step is forward, loss, backward and an Adam update):
 
 Threads: ``--threads N`` gives PyTorch ``torch.set_num_threads(N)`` and ember
 ``EMBER_NUM_THREADS=N``: ember's kernel pool, which also sets NumPy's BLAS threads (see
-``ember/backend/numpy/kernels/pool.py``). For a quiet-host run pin the process to N cores:
+``ember/backend/numpy/kernels/threads.py``). For a quiet-host run pin the process to N cores:
 ``taskset -c 0,1 python bench/numpy_models.py --threads 2``.
 
 Timing: ``--rounds`` rounds; in each, ``--repeats`` steps of ember, a pause, then ``--repeats``

@@ -202,7 +202,7 @@ def test_budget_drops_more_as_it_falls(device: em.Device) -> None:
     for fraction in FRACTIONS[:4]:
         s = Strategy.budget(fraction=fraction)
         _run(device, s, _mlp)
-        _, (grads, report) = _run(device, s, _mlp)
+        _, (_grads, report) = _run(device, s, _mlp)
         held.append(report.total_bytes)
         dropped.append(report.num_dropped)
     assert held == sorted(held, reverse=True) and held[0] > held[-1]
@@ -211,7 +211,7 @@ def test_budget_drops_more_as_it_falls(device: em.Device) -> None:
 
 def test_first_step_measures_then_drops(device: em.Device) -> None:
     s = Strategy.budget(fraction=0.5)
-    ref, (_, r_ref) = _run(device, Strategy.Disabled, _cnn)
+    _ref, (_, r_ref) = _run(device, Strategy.Disabled, _cnn)
     budget_module._PEAKS.clear()
     _, (_, first) = _run(device, s, _cnn)
     assert first.num_dropped == 0 and first.budget_bytes is None  # measuring
@@ -269,7 +269,7 @@ def test_too_small_budget_names_a_minimum_that_runs(device: em.Device) -> None:
     msg = str(info.value)
     assert "backward: the memory budget of 64 B" in msg and "Hint" in msg
     need = int(re.search(r"at least (\d+) bytes", msg).group(1))  # type: ignore[union-attr]
-    got, (grads, report) = _run(device, Strategy.budget(bytes=need), _mlp)
+    got, (_grads, report) = _run(device, Strategy.budget(bytes=need), _mlp)
     _same(ref, got, "budget at the named minimum")
     assert report.total_bytes <= need
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..special import erf as _erf
-from .pool import _BLOCK_ELEMS, _parallel_split
+from .threads import _BLOCK_ELEMS, _parallel_split
 
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

@@ -13,7 +13,7 @@ import numpy as np
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _Geometry
-from .pool import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
+from .threads import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
 
 
 def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:

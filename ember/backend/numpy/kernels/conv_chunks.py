@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .blas import serial
 from .im2col import _Geometry
-from .pool import _PARALLEL_MIN, _get_pool, _serial, num_threads
+from .threads import _PARALLEL_MIN, _get_pool, _serial, num_threads
 
 _CHUNK_BYTES = 1 << 21  # columns per chunk: 2 MiB, within a core's share of L2 + L3
 

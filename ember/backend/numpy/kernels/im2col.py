@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .pool import _parallel_split
+from .threads import _parallel_split
 
 Pair = tuple[int, int]
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .im2col import Pair, _all_finite, _conv_out, _pad, _tap
-from .pool import _parallel_split
+from .threads import _parallel_split
 
 
 def _pool_geometry(

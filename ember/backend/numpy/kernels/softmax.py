@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pool import _as_rows, _parallel_rows
+from .threads import _as_rows, _parallel_rows
 
 _SHIFT_LIMIT = 32.0  # |shift| up to here rounds to float32 within 2e-6
 _F32 = np.dtype(np.float32)

@@ -10,7 +10,8 @@ import threading
 import numpy as np
 import pytest
 
-from ember.backend.numpy.kernels import blas, pool
+from ember.backend.numpy.kernels import blas
+from ember.backend.numpy.kernels import threads as pool
 
 pytestmark = pytest.mark.skipif(not blas.threads(), reason="no controllable BLAS library")
 

@@ -9,7 +9,7 @@ import pytest
 
 from ember.backend.numpy import special
 from ember.backend.numpy.kernels import activations as act
-from ember.backend.numpy.kernels.pool import _BLOCK_ELEMS
+from ember.backend.numpy.kernels.threads import _BLOCK_ELEMS
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 # float32: a few ulps of the result (erf near 0 is ~x, so relative); float64: ~1e-15
