@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..._core.device import Device
 from ..._core.tensor import Tensor
 from ...dtype import DType, float32
+from ...errors import DTypeError, ShapeError
 from .. import functional as F
 from .. import init
 from ..module import Module
@@ -52,6 +53,9 @@ class Linear(Module):
 class Embedding(Module):
     """A lookup table ``weight[indices]`` of shape ``[num_embeddings, embedding_dim]``, N(0, 1).
 
+    ``padding_idx``, as PyTorch: that row starts at zeros and gets no gradient (positions holding
+    it read the row's current value as a constant).
+
     Shapes: int indices ``(*) -> (*, embedding_dim)``.
     """
 
@@ -59,17 +63,39 @@ class Embedding(Module):
         self,
         num_embeddings: int,
         embedding_dim: int,
+        padding_idx: int | None = None,
         *,
         device: Device | None = None,
         dtype: DType = float32,
     ) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
+                raise DTypeError(f"Embedding: expected an int padding_idx, got {padding_idx!r}.")
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ShapeError(
+                    f"Embedding: padding_idx {padding_idx} is out of range "
+                    f"[-{num_embeddings}, {num_embeddings})."
+                )
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
         shape = (num_embeddings, embedding_dim)
-        self.weight = Param(init.normal(shape, 0.0, 1.0, device=device, dtype=dtype))
+        w = init.normal(shape, 0.0, 1.0, device=device, dtype=dtype)
+        if padding_idx is not None:
+            zero = Tensor.zeros((1, embedding_dim), device=w.device, dtype=w.dtype)
+            w = w.slice_assign([slice(padding_idx, padding_idx + 1)], zero)  # Param relifts it
+        self.weight = Param(w)
 
     def forward(self, indices: Tensor) -> Tensor:
-        return F.embedding(indices, self.weight.val())
+        w = self.weight.val()
+        out = F.embedding(indices, w)
+        p = self.padding_idx
+        if p is None or not w.is_tracked():
+            return out
+        row = w.without_autodiff()[p]  # the row's value, as a constant
+        return out.mask_where((indices == p).unsqueeze_dim(-1), row)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
