@@ -41,8 +41,8 @@ from .elementwise import ElementwiseMethods
 from .index import IndexMethods
 from .layout import LayoutMethods
 from .linalg import LinalgMethods
-from .reading import ReadingMethods
 from .quantized import QuantizeMethods
+from .reading import ReadingMethods
 from .reduce import ReduceMethods
 from .spellings import SpellingsMethods
 
