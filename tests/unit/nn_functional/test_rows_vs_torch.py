@@ -23,7 +23,8 @@ def test_every_nn_row_has_a_reference() -> None:
         "relu", "gelu", "silu", "sigmoid", "softmax", "log_softmax", "layer_norm", "rms_norm",
         "batch_norm", "cross_entropy", "cross_entropy_soft", "nll_loss", "binary_cross_entropy",
         "binary_cross_entropy_with_logits", "attention", "embedding", "conv2d",
-        "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "linear_cross_entropy",
+        "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+        "linear_cross_entropy",
     }  # fmt: skip
     assert mine == set(NAMES)
     assert mine <= set(OPS)
