@@ -45,6 +45,15 @@ def test_cuda_int_mm_padding() -> None:
     assert _int_mm_padding(17, 12, 3) == (0, 4, 5)
 
 
+def test_cuda_int_mm_gets_a_column_major_right_operand() -> None:
+    torch = pytest.importorskip("torch")
+    from ember.backend.torch.backend import _column_major
+
+    b = torch.arange(24, dtype=torch.int8).reshape(4, 6)
+    c = _column_major(b)
+    assert c.stride() == (1, 4) and torch.equal(c, b) and _column_major(c) is c
+
+
 PAIRS: list[tuple[Any, Any]] = [
     ("tensor", "tensor"),
     (("channel", 0), ("channel", 1)),  # the int8 kernel: per row x per column
