@@ -147,6 +147,7 @@ class DataParallel:
         *,
         scale: float = 1.0,
         outputs: bool = False,
+        sync: bool = True,
     ) -> ParallelStep:
         """Forward and backward of ``batch`` split over the replicas; gradients combined.
 
@@ -156,6 +157,8 @@ class DataParallel:
             loss_fn: ``loss_fn(replica, shard) -> (mean loss, logits, targets)``.
             scale: Factor on the combined gradient (``1 / n`` for gradient accumulation).
             outputs: Also return the logits and targets as NumPy (for metrics).
+            sync: Accepted for the ``Learner`` loop's sake (``DistributedSteps`` skips the
+                all-reduce when False); in one process there is no communication to skip.
 
         Returns:
             A ``ParallelStep``; its ``grads`` are ready for ``optim.step(lr, model, grads)``.

@@ -93,7 +93,10 @@ class Learner:
             each batch is split along dim 0, the shards' gradients are combined on
             ``devices[0]`` into the full-batch mean gradient, and the model (moved to
             ``devices[0]`` if it lives elsewhere) takes one step. ``loss_fn`` must return a
-            mean over its batch's rows.
+            mean over its batch's rows. A ``ProcessGroup`` (or ``DistributedDataParallel``)
+            trains this process as one rank of a ``torchrun`` job: each rank's loader gives its
+            own batches, gradients are averaged across ranks during backward, and gradient
+            accumulation all-reduces only on the last micro-step (``ddp.no_sync``).
         allow_nonfinite: False (the default) stops ``fit`` with ``NonFiniteError`` as soon as
             training diverges: a batch's training loss (checked every batch, from the value
             the metrics read anyway: no extra device synchronisation), the validation loss
@@ -180,10 +183,10 @@ class Learner:
         self.allow_nonfinite = bool(allow_nonfinite)
         self._log = MetricLog(self.output_dir) if self.output_dir is not None else None
         self._parallel: Any = None
-        if devices is not None:  # several devices: replicas in worker threads (SEMANTICS §10)
-            from ..distributed import DataParallel
+        if devices is not None:  # replicas in worker threads or DDP ranks (SEMANTICS §10)
+            from ..distributed.steps import parallel_for
 
-            self._parallel = DataParallel(devices)
+            self._parallel = parallel_for(devices)
             self.model = self._parallel.place(self.model)
 
     # ------------------------------------------------------------------ learning rate
@@ -276,7 +279,8 @@ class Learner:
             if self._captured is not None and acc is None:  # forward, backward and update
                 step = self._captured_step(batch, needs_logits)
             else:
-                step = self._backward(batch, scale, needs_logits)
+                last = acc is None or pending + 1 == self.grad_accumulation or done + 1 == total
+                step = self._backward(batch, scale, needs_logits, sync=last)
             grads, loss_value, logits_np, targets_np = step
             if not (self.allow_nonfinite or math.isfinite(loss_value)):  # read for the metrics
                 raise self._nonfinite(
@@ -315,13 +319,14 @@ class Learner:
         return row
 
     def _backward(
-        self, batch: Sequence[Tensor], scale: float, needs_logits: bool
+        self, batch: Sequence[Tensor], scale: float, needs_logits: bool, *, sync: bool = True
     ) -> tuple[Any, float, np.ndarray | None, np.ndarray | None]:
         """Gradients (``GradientsParams``, times ``scale``) of one batch, its mean loss, and the
-        logits and targets as NumPy when the metrics need them."""
+        logits and targets as NumPy when the metrics need them. ``sync=False`` (an accumulation
+        micro-step before the last) lets distributed training skip the all-reduce."""
         if self._parallel is not None:
             r = self._parallel.backward(
-                self.model, batch, self.loss_fn, scale=scale, outputs=needs_logits
+                self.model, batch, self.loss_fn, scale=scale, outputs=needs_logits, sync=sync
             )
             return r.grads, r.loss, r.logits, r.targets
         from ..optim import GradientsParams

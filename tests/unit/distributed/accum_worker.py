@@ -5,6 +5,9 @@ Usage: python accum_worker.py MODE OUT [FAIL_STEP]
 - ``MODE=train``: ``STEPS`` optimizer steps (SGD with momentum, then Adam), each accumulating
   ``MICRO`` micro-batches; every micro-step but the last inside ``ddp.no_sync()``. Rank 0 writes
   the parameters and every rank's all-reduce count to ``OUT`` (.npz).
+- ``MODE=learner``: ``em.train.Learner(devices=group, grad_accumulation=MICRO)`` for one epoch
+  of ``STEPS * MICRO`` batches, each rank loading its part of every batch; rank 0 writes the
+  parameters and the validation loss.
 - ``MODE=raise``: rank 1 raises at step ``FAIL_STEP`` and exits; ``MODE=hang``: rank 1 raises,
   catches it and sleeps (alive, never answering). Rank 1 writes the time it failed to
   ``OUT.failed_at``; the other ranks must stop with ``DistributedError``, each writing the time
@@ -106,6 +109,50 @@ def train(group: ProcessGroup, out: str) -> None:
     group.close()
 
 
+def learner_data(part: int, parts: int) -> tuple[object, object]:
+    """Loaders of rows ``part`` of ``parts`` of every training batch (ROWS rows), and of the
+    validation rows (the same on every rank)."""
+    from ember.data import ArrayDataset, DataLoader
+
+    rng = np.random.default_rng(77)
+    n = STEPS * MICRO * ROWS
+    x, y = rng.normal(size=(n, 4)), rng.integers(0, 3, size=n)
+    h = ROWS // parts
+    rows = np.concatenate(
+        [np.arange(k * ROWS + part * h, k * ROWS + (part + 1) * h) for k in range(n // ROWS)]
+    )
+    cpu = em.Device.torch("cpu")
+    train = DataLoader(ArrayDataset(x[rows], y[rows]), batch_size=h, prefetch=0, device=cpu)
+    valid = DataLoader(ArrayDataset(x[:16], y[:16]), batch_size=16, prefetch=0, device=cpu)
+    return train, valid
+
+
+def fit(devices: object, part: int, parts: int) -> tuple[dict[str, np.ndarray], float]:
+    """Parameters and last validation loss of one Learner epoch (Adam, accumulation MICRO)."""
+    em.seed(0)
+    dev = em.Device.torch("cpu")
+    train, valid = learner_data(part, parts)
+    learner = em.train.Learner(
+        Net(dev.autodiff()),
+        em.optim.Adam(),
+        lr=0.05,
+        display="none",
+        grad_accumulation=MICRO,
+        devices=devices,  # type: ignore[arg-type]
+    )
+    history = learner.fit(train, valid, epochs=1)  # type: ignore[arg-type]
+    params = {k: v.to_numpy() for k, v in learner.model.state_dict().items()}
+    return params, float(history[-1]["valid_loss"])
+
+
+def learner(group: ProcessGroup, out: str) -> None:
+    params, valid_loss = fit(group, group.rank, group.world_size)
+    if group.rank == 0:
+        np.savez(out, valid_loss=np.array([valid_loss]), **params)
+    group.barrier()
+    group.close()
+
+
 def fail(group: ProcessGroup, out: str, mode: str, fail_step: int) -> None:
     dev = group.device()
     ddp = DistributedDataParallel(group, bucket_mb=BUCKET_MB)
@@ -132,10 +179,12 @@ def fail(group: ProcessGroup, out: str, mode: str, fail_step: int) -> None:
 
 
 def main(mode: str, out: str, fail_step: str = "2") -> None:
-    timeout = 60.0 if mode == "train" else 6.0
+    timeout = 6.0 if mode in ("raise", "hang") else 60.0
     group = ProcessGroup.from_env("gloo", timeout_s=timeout)
     if mode == "train":
         train(group, out)
+    elif mode == "learner":
+        learner(group, out)
     else:
         fail(group, out, mode, int(fail_step))
 

@@ -75,6 +75,19 @@ def test_processes_with_accumulation_equal_one_process(tmp_path: Path, world: in
     assert float(got["_reductions_sum"][0]) == world * per_rank
 
 
+def test_learner_on_a_process_group_equals_one_process(tmp_path: Path) -> None:
+    """``Learner(devices=group)``: 2 ranks, each loading half of every batch, accumulating 2
+    micro-batches per step, end where one process on the full batches ends."""
+    out = tmp_path / "learner.npz"
+    codes, logs = _launch(2, "learner", str(out), timeout=240)
+    assert codes == [0, 0], logs
+    got = dict(np.load(out))
+    want, valid_loss = accum_worker.fit(None, 0, 1)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-10, atol=1e-12, err_msg=k)
+    np.testing.assert_allclose(got["valid_loss"][0], valid_loss, rtol=1e-10)
+
+
 @pytest.mark.parametrize("mode", ["raise", "hang"])
 def test_failing_rank_stops_the_others_in_bounded_time(tmp_path: Path, mode: str) -> None:
     """Rank 1 raises at step 2 and exits ("raise": Gloo sees the connection close) or stays
