@@ -16,6 +16,7 @@ from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import AutodiffError, EmberError
 from ..models.gpt import language_model_step
 from ..train.precision import PRECISIONS
+from . import devices as placement
 from . import tasks
 from .schedule import ContinueSchedule, RunSchedule
 
@@ -28,6 +29,7 @@ _RESUME_OVERRIDES = (
     "patience",
     "matmul_precision",
     "allow_nonfinite",
+    "devices",
 )
 
 # Defaults that depend on the model (nanoGPT's character config for gpt).
@@ -58,7 +60,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--device",
         help="cpu (NumPy), torch:cpu, cuda or cuda:N (default: EMBER_DEVICE if set, else torch:cpu "
-        "when PyTorch is installed, else cpu)",
+        "when PyTorch is installed, else cpu). With --devices ddp (or under torchrun) only "
+        "the kind counts: cuda (NCCL, each rank on cuda:LOCAL_RANK) or torch:cpu (Gloo)",
+    )
+    p.add_argument(
+        "--devices",
+        type=placement.devices_arg,
+        metavar="{D1,D2,...|ddp}",
+        help="data parallel: a comma-separated list (cuda:0,cuda:1; cpu,cpu) trains one replica "
+        "per device in this process, each on its part of every batch; ddp makes this process "
+        "one rank of a torchrun job (the default when torchrun started it: torchrun "
+        "--nproc_per_node=N -m ember train ...), each rank on its own rows of the same batches, "
+        "rank 0 writing the run. --batch-size is the global batch either way",
     )
     p.add_argument("--epochs", type=_positive_int, help="epochs (image models)")
     p.add_argument("--batch-size", type=_positive_int)
@@ -102,7 +115,8 @@ def add_parser(sub: Any) -> None:
         metavar="RUN_DIR",
         help="continue the run in RUN_DIR from its newest record, with its own settings; only "
         "--epochs, --iters, --device, --display, --patience, --matmul-precision and "
-        "--allow-nonfinite may change. A changed --epochs/--iters continues the learning-rate "
+        "--allow-nonfinite may change; --devices is this launch's own (not taken from the run). "
+        "A changed --epochs/--iters continues the learning-rate "
         "curve from the rate reached (a half cosine down to --min-lr at the new last step); "
         "an unchanged one reproduces the uninterrupted run",
     )
@@ -211,8 +225,13 @@ def _probability(s: str) -> float:
     return v
 
 
-def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """Fill model-dependent defaults and reject incompatible choices (usage errors)."""
+def _resolve(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, *, create_output: bool = True
+) -> argparse.Namespace:
+    """Fill model-dependent defaults and reject incompatible choices (usage errors).
+
+    Without ``create_output`` (a DDP rank other than 0) no run directory is created: a new run
+    without ``--output`` keeps ``args.output`` None."""
     if args.resume is not None:
         if args.output is not None:
             parser.error("--resume continues in the run's own directory; drop --output")
@@ -233,6 +252,7 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
         for key in _RESUME_OVERRIDES:
             if getattr(args, key) not in (None, parser.get_default(key)):
                 saved[key] = getattr(args, key)
+        saved["devices"] = args.devices  # how this launch runs, never the saved run's
         if (
             saved.get("model") == "gpt"
             and "iters" in saved
@@ -278,7 +298,7 @@ def _resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argpa
         args.eval_interval = min(args.eval_interval, args.iters)
         args.epochs = -(-args.iters // args.eval_interval)
         _fill_warmup(args, parser, args.epochs * args.eval_interval)  # before the text loads
-    if args.output is None:
+    if args.output is None and create_output:
         stamp = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         args.output, k = stamp, 2
         while True:  # claim the directory atomically: runs started in one second get -2, -3...
@@ -318,20 +338,24 @@ def _schedule(
     args: argparse.Namespace,
     parser: argparse.ArgumentParser,
     steps_per_epoch: int,
-    out: Path,
+    out: Path | None,
     message: Callable[[str], None],
+    *,
+    writes: bool = True,
 ) -> tuple[RunSchedule, ContinueSchedule | None]:
     """The run's learning-rate schedule over ``--epochs`` epochs of ``steps_per_epoch`` steps.
 
     A new run validates and fills ``--warmup-iters``. A resume rebuilds the run's plan from its
     ``config.json`` and returns the callback that, once the record is restored at step s,
     continues the curve from s when the total changed (see ``RunSchedule``), saves the new plan
-    to ``config.json`` at once and announces it.
+    to ``config.json`` at once (unless ``writes`` is False: a DDP rank other than 0) and
+    announces it.
     """
     total = args.epochs * steps_per_epoch
     if args.resume is None:
         _fill_warmup(args, parser, total)
         return RunSchedule(args.lr, args.warmup_iters, args.min_lr, total), None
+    assert out is not None  # a resume names its run directory
     _, config = tasks.read_config(out)
     plan = config.get("lr_schedule")
     if plan is None:  # a run written before the plan was kept: rebuild what it used
@@ -346,7 +370,8 @@ def _schedule(
 
     def saved(new_plan: dict[str, Any]) -> None:
         config["lr_schedule"] = new_plan
-        tasks.write_config(out, config)
+        if writes:
+            tasks.write_config(out, config)
         start, planned = new_plan["changes"][-1]
         message(
             f"the run now plans {planned} optimizer steps: the learning rate continues from "
@@ -358,6 +383,44 @@ def _schedule(
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.devices not in (None, placement.DDP) and args.device is not None:
+        parser.error(
+            f"--device {args.device} and --devices {args.devices}: the list names every device; "
+            "pass one of them"
+        )
+    args = _resolve(args, parser, create_output=placement.launch_rank(args.devices) == 0)
+    if args.capture and args.precision == "fp16":
+        parser.error(
+            "--capture records fp32 or bf16 steps; fp16's loss scaler reads the overflow flag on "
+            "the host every step. Use --precision bf16, or drop --capture."
+        )
+    if args.capture and (args.devices is not None or placement.wants_ddp(args.devices)):
+        parser.error(
+            "--capture records one device's steps; drop --capture to train with --devices (or "
+            "under torchrun)"
+        )
+    out = Path(args.output) if args.output is not None else None
+    if (
+        args.resume is None
+        and out is not None
+        and (out / "records").is_dir()
+        and any((out / "records").iterdir())
+    ):
+        parser.error(f"{out} already holds a run; pass --resume {out} or another --output")
+    plan = placement.plan_of(args.devices, args.device)
+    try:
+        return _train(args, parser, out, plan)
+    finally:
+        plan.close()
+
+
+def _train(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    out: Path | None,
+    plan: placement.Plan,
+) -> int:
+    """Train as ``plan`` places the run; a DDP rank other than 0 writes nothing."""
     from ..train import (
         Callback,
         EarlyStopping,
@@ -367,18 +430,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         make_display,
     )
 
-    args = _resolve(args, parser)
-    if args.capture and args.precision == "fp16":
-        parser.error(
-            "--capture records fp32 or bf16 steps; fp16's loss scaler reads the overflow flag on "
-            "the host every step. Use --precision bf16, or drop --capture."
-        )
     resuming = args.resume is not None
-    out: Path = Path(args.output)
-    if not resuming and (out / "records").is_dir() and any((out / "records").iterdir()):
-        parser.error(f"{out} already holds a run; pass --resume {out} or another --output")
+    writes = plan.writes and out is not None
     seed_all(args.seed)
-    device = tasks.device_of(args.device)
+    device = plan.device
     tasks.set_matmul_precision(device, args.matmul_precision)
     train_device = device.autodiff()
     strategy = parse_strategy(args.checkpointing)
@@ -402,8 +457,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         model_cfg = tasks.image_model_config(args.model, args.dataset)
         metrics = default_metrics()
         steps_per_epoch = -(-len(train) // args.grad_accumulation)
-    display = make_display(args.display)
-    schedule, continue_schedule = _schedule(args, parser, steps_per_epoch, out, display.message)
+    display = make_display(args.display if plan.writes else "none")
+    schedule, continue_schedule = _schedule(
+        args, parser, steps_per_epoch, out, display.message, writes=writes
+    )
     model = models.build_model(model_cfg, train_device)
     cli = {
         k: (str(v) if isinstance(v, Path) else v)
@@ -419,7 +476,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         **extra,
         "lr_schedule": schedule.plan(),
     }
-    if not resuming:
+    if writes and not resuming:
+        assert out is not None
         tasks.write_config(out, config)
 
     callbacks: list[Callback] = []
@@ -428,12 +486,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         callbacks.append(EarlyStopping(monitor, patience=args.patience))
     if continue_schedule is not None:
         callbacks.append(continue_schedule)
+    if plan.group is not None:  # last: records of one-process runs keep their callback list
+        callbacks.append(placement.RankSeed(args.seed, plan.rank))
     learner = Learner(
         model,
         tasks.make_optimizer(args),
         lr=schedule,
         metrics=metrics,
-        output_dir=out,
+        output_dir=out if plan.writes else None,
         keep_records=args.keep_records,
         grad_accumulation=args.grad_accumulation,
         callbacks=callbacks,
@@ -444,6 +504,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         capture=args.capture,
         # the GPT's loss fuses the LM head with the cross-entropy: no (B, T, vocab) logits
         loss_fn=language_model_step if args.model == "gpt" else None,
+        devices=plan.parallel,
     )
     on = f"text {args.text}" if args.text is not None else label
     split = (
@@ -453,14 +514,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     )
     learner.display.message(
         f"ember train: {args.model} on {on}{split}, {model.num_params():,} parameters, "
-        f"device {device}"
+        f"device {plan.label}"
         + (f", {args.precision}" if args.precision != "fp32" else "")
         + f", {args.epochs} epochs of {len(train)} batches"
         + (f", resuming from {out}" if resuming else "")
     )
     t0 = time.perf_counter()
     try:
-        history = learner.fit(train, valid, args.epochs, resume=resuming)
+        history = learner.fit(train, valid, args.epochs, resume=_resume_from(out, plan, resuming))
     except NonFiniteError as e:
         learner.display.message(f"training stopped at epoch {e.epoch} step {e.step}: diverged")
         newest = learner.latest_record()
@@ -471,6 +532,12 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         ) from e
     elapsed = time.perf_counter() - t0
     summary: dict[str, Any] = {"epochs": len(history), "steps": learner.steps, "time_s": elapsed}
+    if plan.group is not None:  # every rank joins the check; rank 0 reports it
+        summary["world_size"] = plan.group.world_size
+        summary["ranks_max_param_diff"] = plan.group.max_divergence(learner.model)
+    if not writes:
+        return 0
+    assert out is not None
     if args.model == "gpt":
         last, best = history[-1], learner.best or {}
         summary["val_loss"] = last["valid_loss"]
@@ -501,3 +568,20 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     tasks.write_json(out / "summary.json", summary)  # NaN/inf as null: strict JSON
     learner.display.message(f"wrote {out}/ (model.safetensors, metrics.csv, records/)")
     return 0
+
+
+def _resume_from(out: Path | None, plan: placement.Plan, resuming: bool) -> bool | Path:
+    """``fit``'s ``resume``: True (the newest record that loads) for one process; for DDP
+    ranks the newest complete record, named explicitly, so that every rank loads the same one
+    (a damaged record then stops every rank alike)."""
+    if not resuming or plan.group is None:
+        return resuming
+    from ..record.run import record_dirs
+
+    assert out is not None
+    found = record_dirs(out / "records")
+    if not found:
+        raise EmberError(
+            f"ember train: --resume {out} holds no records; train without --resume first."
+        )
+    return found[0]

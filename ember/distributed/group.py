@@ -236,6 +236,32 @@ class ProcessGroup:
         module.load_state_dict({k: from_raw(t, state[k]._hardware) for k, t in zip(names, raw)})
         return module
 
+    def max_divergence(self, module: Any) -> float:
+        """The largest absolute difference between any rank's parameter or buffer values and
+        rank 0's (0.0 when every rank holds the same weights, as data parallelism promises).
+
+        Every rank must call it (one broadcast per value, one max all-reduce); floats only.
+        """
+        state = module.state_dict()
+        worst = torch.zeros(1, dtype=torch.float64, device=self._reduce_device())
+        for k in sorted(state):
+            mine = state[k]._raw
+            if not mine.is_floating_point():
+                continue
+            self.check_tensor("max_divergence", mine)
+            theirs = mine.detach().clone().contiguous()
+            self.collective("max_divergence", partial(dist.broadcast, theirs, src=0))
+            diff = (mine.detach().double() - theirs.double()).abs().max().reshape(1)
+            worst = torch.maximum(worst, diff.to(worst.device))
+        self.collective("max_divergence", lambda: dist.all_reduce(worst, op=dist.ReduceOp.MAX))
+        return float(worst.item())
+
+    def _reduce_device(self) -> torch.device:
+        """Where small collectives' tensors live: this rank's GPU under NCCL, else the CPU."""
+        if self.backend == "nccl":
+            return torch.device("cuda", self.local_rank)
+        return torch.device("cpu")
+
     def barrier(self) -> None:
         """Wait until every rank got here (at most ``timeout_s``; on Gloo a monitored barrier,
         whose ``DistributedError`` names the ranks that did not arrive)."""

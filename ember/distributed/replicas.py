@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,6 +23,36 @@ from .._core.tensor import Tensor
 from ..errors import DeviceError, EmberError
 
 LossStep = Callable[[Any, Sequence[Tensor]], tuple[Tensor, Tensor | None, Tensor | None]]
+
+
+class StepPrecision(Protocol):
+    """Mixed precision of a step (``em.train``'s ``Precision``): the forward's autocast, entered
+    by the thread that runs the forward, and the loss scaling (fp16) before backward."""
+
+    def autocast(self) -> AbstractContextManager[Any]: ...
+
+    def scale(self, loss: Tensor) -> Tensor: ...
+
+
+def forward_backward_loss(
+    loss_fn: LossStep,
+    model: Any,
+    batch: Sequence[Tensor],
+    factor: float,
+    precision: StepPrecision | None,
+) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor]:
+    """``loss_fn(model, batch)`` under ``precision``'s autocast in the calling thread.
+
+    Returns:
+        The mean loss, logits, targets, and the loss to run backward from: ``factor`` times
+        the loss, scaled by ``precision`` (fp16's loss scale).
+    """
+    with precision.autocast() if precision is not None else nullcontext():
+        loss, logits, targets = loss_fn(model, batch)
+    scaled = loss if factor == 1.0 else loss * factor
+    if precision is not None:
+        scaled = precision.scale(scaled)
+    return loss, logits, targets, scaled
 
 
 @dataclass
@@ -148,6 +179,7 @@ class DataParallel:
         scale: float = 1.0,
         outputs: bool = False,
         sync: bool = True,
+        precision: StepPrecision | None = None,
     ) -> ParallelStep:
         """Forward and backward of ``batch`` split over the replicas; gradients combined.
 
@@ -159,6 +191,10 @@ class DataParallel:
             outputs: Also return the logits and targets as NumPy (for metrics).
             sync: Accepted for the ``Learner`` loop's sake (``DistributedSteps`` skips the
                 all-reduce when False); in one process there is no communication to skip.
+            precision: Mixed precision (``em.train``'s ``Precision``): each worker thread runs
+                its forward under ``precision.autocast()`` (autocast is per thread) and scales
+                its loss with ``precision.scale`` (fp16); the combined gradients are then
+                scaled too, for the caller's ``GradScaler`` to unscale. None: full precision.
 
         Returns:
             A ``ParallelStep``; its ``grads`` are ready for ``optim.step(lr, model, grads)``.
@@ -174,9 +210,11 @@ class DataParallel:
             own = k == 0 and main_on_main  # the main model runs the first shard itself
             replica = model if own else model.fork(dev)
             local = [t.to_device(dev) for t in shard]
-            loss, logits, targets = loss_fn(replica, local)
             weight = int(shard[0].shape[0]) / n
-            grads = GradientsParams.from_grads((loss * (weight * scale)).backward(), replica)
+            loss, logits, targets, scaled = forward_backward_loss(
+                loss_fn, replica, local, weight * scale, precision
+            )
+            grads = GradientsParams.from_grads(scaled.backward(), replica)
             if dev != self.main_device:
                 grads = grads.to_device(self.main_device, replica)
             value = float(loss.item()) * weight

@@ -107,7 +107,9 @@ class Learner:
             evaluation run inside ``em.amp.autocast`` of that dtype (parameters and optimizer
             state stay float32); "fp16" also scales the loss with an ``em.amp.GradScaler``
             (a step whose gradients overflow is skipped; the scale is kept in records).
-            Single-device training only.
+            With ``devices=`` every replica thread and every DDP rank runs its forward under
+            the same autocast and scales its own loss; the float32 gradients are combined (or
+            all-reduced) and one scaler unscales and steps the model.
         capture: True runs each training step through ``em.capture`` (``ember/train/
             captured.py``): on a CUDA device one CUDA-graph replay per batch (forward, backward,
             clipping and the update), recorded once per batch shape; on CPU backends the eager
@@ -147,7 +149,7 @@ class Learner:
             raise ValueError(f"Learner: expected keep_records >= 1, got {keep_records}.")
         self.model = model
         self.optimizer = optimizer
-        self._amp = _Precision(precision, devices is not None)
+        self._amp = _Precision(precision)
         if capture and (devices is not None or precision == "fp16"):
             raise ValueError(
                 "Learner: capture=True trains on one device in fp32 or bf16, got "
@@ -326,7 +328,13 @@ class Learner:
         micro-step before the last) lets distributed training skip the all-reduce."""
         if self._parallel is not None:
             r = self._parallel.backward(
-                self.model, batch, self.loss_fn, scale=scale, outputs=needs_logits, sync=sync
+                self.model,
+                batch,
+                self.loss_fn,
+                scale=scale,
+                outputs=needs_logits,
+                sync=sync,
+                precision=self._amp,
             )
             return r.grads, r.loss, r.logits, r.targets
         from ..optim import GradientsParams

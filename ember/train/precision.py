@@ -9,26 +9,26 @@ from typing import Any
 from .. import amp
 from .._core.tensor import Tensor
 from ..dtype import bfloat16, float16
-from ..errors import DTypeError, EmberError
+from ..errors import DTypeError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 class Precision:
     """Runs forward passes under ``amp.autocast`` and, for fp16, scales losses and steps through
-    an ``amp.GradScaler``; fp32 adds nothing to a step."""
+    an ``amp.GradScaler``; fp32 adds nothing to a step.
 
-    def __init__(self, name: str, parallel: bool = False) -> None:
+    With several devices the same object is handed to the replicas and DDP ranks
+    (``em.distributed``): each worker thread enters ``autocast()`` itself (the policy is
+    per thread) and scales its own loss with ``scale``; the parameters stay float32, so the
+    gradients that are summed or all-reduced are float32, and one scaler steps the model.
+    """
+
+    def __init__(self, name: str) -> None:
         if name not in PRECISIONS:
             raise DTypeError(
                 f"Learner: expected precision 'fp32', 'bf16' or 'fp16', got {name!r}. fp16 "
                 "trains with loss scaling; bf16 needs none."
-            )
-        if parallel and name != "fp32":
-            raise EmberError(
-                f"Learner: precision={name!r} is not supported with devices= (data-parallel "
-                "replicas run in threads outside the autocast); train on one device or use "
-                "precision='fp32'."
             )
         self.name = name
         self.dtype = {"bf16": bfloat16, "fp16": float16}.get(name)
