@@ -34,6 +34,7 @@ from .layers import Mish as Mish
 from .layers import ModuleDict as ModuleDict
 from .layers import ModuleList as ModuleList
 from .layers import MultiHeadAttention as MultiHeadAttention
+from .layers import MultiheadAttention as MultiheadAttention
 from .layers import PixelShuffle as PixelShuffle
 from .layers import PixelUnshuffle as PixelUnshuffle
 from .layers import ReLU as ReLU
@@ -45,6 +46,10 @@ from .layers import SiLU as SiLU
 from .layers import Softplus as Softplus
 from .layers import Tanh as Tanh
 from .layers import TransformerBlock as TransformerBlock
+from .layers import TransformerDecoder as TransformerDecoder
+from .layers import TransformerDecoderLayer as TransformerDecoderLayer
+from .layers import TransformerEncoder as TransformerEncoder
+from .layers import TransformerEncoderLayer as TransformerEncoderLayer
 from .layers import Upsample as Upsample
 from .module import Module as Module
 from .param import Param as Param

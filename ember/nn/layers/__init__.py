@@ -23,6 +23,7 @@ from .conv import Conv2d as Conv2d
 from .conv import ConvTranspose2d as ConvTranspose2d
 from .linear import Embedding as Embedding
 from .linear import Linear as Linear
+from .multihead import MultiheadAttention as MultiheadAttention
 from .norm import BatchNorm1d as BatchNorm1d
 from .norm import BatchNorm2d as BatchNorm2d
 from .norm import GroupNorm as GroupNorm
@@ -38,3 +39,7 @@ from .shape import Identity as Identity
 from .shape import PixelShuffle as PixelShuffle
 from .shape import PixelUnshuffle as PixelUnshuffle
 from .shape import Upsample as Upsample
+from .transformer import TransformerDecoder as TransformerDecoder
+from .transformer import TransformerDecoderLayer as TransformerDecoderLayer
+from .transformer import TransformerEncoder as TransformerEncoder
+from .transformer import TransformerEncoderLayer as TransformerEncoderLayer

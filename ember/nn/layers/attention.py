@@ -1,4 +1,5 @@
-"""Attention layers: MultiHeadAttention, a pre-norm TransformerBlock, RotaryEncoding."""
+"""Attention layers: MultiHeadAttention (and the core MultiheadAttention shares), a pre-norm
+TransformerBlock, RotaryEncoding."""
 
 from __future__ import annotations
 
@@ -20,22 +21,10 @@ from .linear import Linear
 from .norm import LayerNorm
 
 
-class MultiHeadAttention(Module):
-    """Multi-head attention with PyTorch's parameters (``in_proj_weight`` ``[3E, E]``,
-    ``in_proj_bias``, ``out_proj``), batch first.
-
-    Masks follow ``torch.nn.MultiheadAttention``: ``key_padding_mask`` (B, S) bool, True marks
-    padding to ignore; ``attn_mask`` (T, S) or (B, H, T, S): bool (True = not allowed) or float
-    (added to the scores); ``is_causal`` masks future positions. Attention weights are not
-    returned (only the output).
-
-    Shapes: query ``(B, T, E)``, key/value ``(B, S, E)`` (default: the query) -> ``(B, T, E)``.
-
-    Example:
-        >>> mha = MultiHeadAttention(16, 4)
-        >>> mha(Tensor.ones((2, 5, 16)), is_causal=True).shape
-        (2, 5, 16)
-    """
+class _AttentionCore(Module):
+    """Parameters and math shared by ``MultiHeadAttention`` and ``MultiheadAttention``:
+    ``in_proj_weight`` ``[3E, E]``, ``in_proj_bias`` ``[3E]``, ``out_proj`` (PyTorch's names),
+    and one batch-first attention through the fused ``scaled_dot_product_attention`` row."""
 
     def __init__(
         self,
@@ -48,11 +37,14 @@ class MultiHeadAttention(Module):
         dtype: DType = float32,
     ) -> None:
         super().__init__()
-        if embed_dim % num_heads:
+        name = type(self).__name__
+        if num_heads <= 0 or embed_dim % num_heads:
             raise ShapeError(
-                f"MultiHeadAttention: expected embed_dim divisible by num_heads, got {embed_dim} "
-                f"and {num_heads}."
+                f"{name}: expected embed_dim divisible by num_heads, got {embed_dim} and "
+                f"{num_heads}."
             )
+        if not 0.0 <= dropout < 1.0:
+            raise ShapeError(f"{name}: expected 0 <= dropout < 1, got {dropout}.")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, float(dropout)
         e = embed_dim
         self.in_proj_weight = Param(init.xavier_uniform((3 * e, e), device=device, dtype=dtype))
@@ -68,6 +60,90 @@ class MultiHeadAttention(Module):
         # (B, T, E) -> (B, H, T, E / H)
         return x.reshape((b, t, self.num_heads, -1)).swap_dims(1, 2)
 
+    def _attend(
+        self,
+        query: Tensor,
+        key: Tensor | None,
+        value: Tensor | None,
+        key_padding_mask: Tensor | None,
+        attn_mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool = False,
+        average_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Batch-first attention: query ``(B, T, E)``, key/value ``(B, S, E)`` (``None``: the
+        query; a value of ``None`` is the key) -> output ``(B, T, E)`` and, with
+        ``need_weights``, the attention weights ``(B, T, S)`` (``(B, H, T, S)`` unless
+        ``average_weights``); masks as the class docstrings say."""
+        e, h = self.embed_dim, self.num_heads
+        name = type(self).__name__
+        key = query if key is None else key
+        value = key if value is None else value
+        for label, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3 or x.shape[-1] != e:
+                raise ShapeError(f"{name}: expected a {label} (B, L, {e}), got shape {x.shape}.")
+        b, t, s = query.shape[0], query.shape[1], key.shape[1]
+        if key.shape[0] != b or value.shape[:2] != key.shape[:2]:
+            raise ShapeError(
+                f"{name}: expected key and value (B, S, E) with the query's batch, got query "
+                f"{query.shape}, key {key.shape}, value {value.shape}."
+            )
+        attn_mask = _check_masks(name, b, h, t, s, key_padding_mask, attn_mask)
+        w = self.in_proj_weight.val()
+        bias = None if self.in_proj_bias is None else self.in_proj_bias.val()
+        if key is query and value is query:  # self-attention: one projection matmul
+            qkv = F.linear(query, w, bias)
+            q, k, v = qkv[..., :e], qkv[..., e : 2 * e], qkv[..., 2 * e :]
+        else:
+            parts = [(w[i * e : (i + 1) * e], None if bias is None else bias[i * e : (i + 1) * e])
+                     for i in range(3)]  # fmt: skip
+            q = F.linear(query, *parts[0])
+            k = F.linear(key, *parts[1])
+            v = F.linear(value, *parts[2])
+        q, k, v = self._heads(q), self._heads(k), self._heads(v)
+        p = self.dropout if self.training else 0.0
+        weights: Tensor | None = None
+        if need_weights:
+            mask = _combine_masks(query, t, s, key_padding_mask, attn_mask, is_causal)
+            out, weights = _weighted_attention(q, k, v, mask, p)
+            if average_weights:
+                weights = weights.mean(1)
+        else:
+            causal_only = is_causal and key_padding_mask is None and attn_mask is None
+            # a causal mask alone is the row's own is_causal: no mask tensor to build
+            mask = (
+                None
+                if causal_only
+                else _combine_masks(query, t, s, key_padding_mask, attn_mask, is_causal)
+            )
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal_only
+            )
+        out = out.swap_dims(1, 2).reshape((b, t, e))  # (B, H, T, D) -> (B, T, E)
+        return self.out_proj(out), weights
+
+    def extra_repr(self) -> str:
+        return f"{self.embed_dim}, num_heads={self.num_heads}"
+
+
+class MultiHeadAttention(_AttentionCore):
+    """Multi-head attention with PyTorch's parameters (``in_proj_weight`` ``[3E, E]``,
+    ``in_proj_bias``, ``out_proj``), batch first, returning only the output.
+
+    Masks follow ``torch.nn.MultiheadAttention``: ``key_padding_mask`` (B, S), bool (True marks
+    padding to ignore) or float (added); ``attn_mask`` (T, S), (B * H, T, S) or (B, H, T, S):
+    bool (True = not allowed) or float (added to the scores); ``is_causal`` masks future
+    positions (with ``attn_mask`` too, both apply). ``em.nn.MultiheadAttention`` is the same
+    layer with PyTorch's call (sequence first by default, ``(output, weights)``).
+
+    Shapes: query ``(B, T, E)``, key/value ``(B, S, E)`` (default: the query) -> ``(B, T, E)``.
+
+    Example:
+        >>> mha = MultiHeadAttention(16, 4)
+        >>> mha(Tensor.ones((2, 5, 16)), is_causal=True).shape
+        (2, 5, 16)
+    """
+
     def forward(
         self,
         query: Tensor,
@@ -78,43 +154,51 @@ class MultiHeadAttention(Module):
         attn_mask: Tensor | None = None,
         is_causal: bool = False,
     ) -> Tensor:
-        e = self.embed_dim
-        if query.ndim != 3 or query.shape[-1] != e:
-            raise ShapeError(
-                f"MultiHeadAttention: expected a query (B, T, {e}), got shape {query.shape}."
-            )
-        w = self.in_proj_weight.val()
-        bias = None if self.in_proj_bias is None else self.in_proj_bias.val()
-        if key is None and value is None:
-            qkv = F.linear(query, w, bias)
-            q, k, v = qkv[..., :e], qkv[..., e : 2 * e], qkv[..., 2 * e :]
-        else:
-            key = query if key is None else key
-            value = key if value is None else value
-            parts = [(w[i * e : (i + 1) * e], None if bias is None else bias[i * e : (i + 1) * e])
-                     for i in range(3)]  # fmt: skip
-            q = F.linear(query, *parts[0])
-            k = F.linear(key, *parts[1])
-            v = F.linear(value, *parts[2])
-        q, k, v = self._heads(q), self._heads(k), self._heads(v)
-        t, s = q.shape[2], k.shape[2]
-        causal_only = is_causal and key_padding_mask is None and attn_mask is None
-        # a causal mask alone is the row's own is_causal: no mask tensor to build
-        mask = (
-            None
-            if causal_only
-            else _combine_masks(query, t, s, key_padding_mask, attn_mask, is_causal)
-        )
-        p = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal_only
-        )
-        b = out.shape[0]
-        out = out.swap_dims(1, 2).reshape((b, t, e))  # (B, H, T, D) -> (B, T, E)
-        return self.out_proj(out)
+        return self._attend(query, key, value, key_padding_mask, attn_mask, is_causal)[0]
 
-    def extra_repr(self) -> str:
-        return f"{self.embed_dim}, num_heads={self.num_heads}"
+
+def _check_masks(
+    name: str,
+    b: int,
+    h: int,
+    t: int,
+    s: int,
+    key_padding_mask: Tensor | None,
+    attn_mask: Tensor | None,
+) -> Tensor | None:
+    """Check the mask shapes; returns ``attn_mask`` with a (B * H, T, S) one as (B, H, T, S)."""
+    if key_padding_mask is not None and key_padding_mask.shape != (b, s):
+        raise ShapeError(
+            f"{name}: expected a key_padding_mask (B, S) = ({b}, {s}), got shape "
+            f"{key_padding_mask.shape}."
+        )
+    if attn_mask is None:
+        return None
+    shape = attn_mask.shape
+    if len(shape) == 3 and shape == (b * h, t, s):
+        return attn_mask.reshape((b, h, t, s))
+    four = len(shape) == 4 and all(n in (1, m) for n, m in zip(shape, (b, h, t, s)))
+    if shape != (t, s) and not four:
+        raise ShapeError(
+            f"{name}: expected an attn_mask (T, S) = ({t}, {s}), (B * H, T, S) = ({b * h}, {t}, "
+            f"{s}) or (B, H, T, S) = ({b}, {h}, {t}, {s}), got shape {shape}."
+        )
+    return attn_mask
+
+
+def _weighted_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float
+) -> tuple[Tensor, Tensor]:
+    """``softmax(q k^T / sqrt(D) + mask) v`` written out, for callers that read the weights:
+    q ``(B, H, T, D)``, k/v ``(B, H, S, D)`` -> output ``(B, H, T, D)``, weights
+    ``(B, H, T, S)`` (after dropout, as PyTorch returns them)."""
+    scores = (q @ k.swap_dims(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = scores.mask_fill(~mask, -math.inf) if mask.dtype.is_bool else scores + mask
+    weights = F.softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p, True)
+    return weights @ v, weights
 
 
 def _combine_masks(
@@ -125,26 +209,39 @@ def _combine_masks(
     attn_mask: Tensor | None,
     is_causal: bool,
 ) -> Tensor | None:
-    """One SDPA mask: bool (True = attend) unless ``attn_mask`` is float (then additive)."""
-    allowed: Tensor | None = None
+    """One SDPA mask: bool (True = attend) when every mask is bool, else additive float (in
+    ``x``'s dtype, -inf where a bool mask disallows)."""
     dev = x.device.without_autodiff()
+    allowed: list[Tensor] = []
+    added: list[Tensor] = []
+
+    def take(m: Tensor) -> None:
+        m = m.without_autodiff().to_device(dev)
+        if m.dtype.is_float:
+            added.append(m if m.dtype is x.dtype else m.cast(x.dtype))
+        else:
+            allowed.append(~m.bool())
+
     if key_padding_mask is not None:
-        kpm = key_padding_mask.without_autodiff().to_device(dev).bool()
-        allowed = ~kpm.reshape((kpm.shape[0], 1, 1, kpm.shape[1]))
+        take(key_padding_mask.reshape((key_padding_mask.shape[0], 1, 1, s)))
     if is_causal:
         i = Tensor.arange(0, t, device=dev).reshape((t, 1))
         j = Tensor.arange(0, s, device=dev).reshape((1, s))
-        causal = i >= j
-        allowed = causal if allowed is None else allowed & causal
-    if attn_mask is None:
-        return allowed
-    am = attn_mask.without_autodiff().to_device(dev)
-    if am.dtype.is_bool:
-        return ~am if allowed is None else allowed & ~am
-    if allowed is None:
-        return am
-    zeros = Tensor.zeros(allowed.shape, device=dev, dtype=am.dtype)
-    return am + zeros.mask_fill(~allowed, -math.inf)
+        allowed.append(i >= j)
+    if attn_mask is not None:
+        take(attn_mask)
+    keep = None
+    for a in allowed:
+        keep = a if keep is None else keep & a
+    if not added:
+        return keep
+    total = added[0]
+    for a in added[1:]:
+        total = total + a
+    if keep is None:
+        return total
+    zeros = Tensor.zeros(keep.shape, device=dev, dtype=x.dtype)
+    return total + zeros.mask_fill(~keep, -math.inf)
 
 
 class TransformerBlock(Module):
