@@ -33,6 +33,8 @@ class _AttentionCore(Module):
         dropout: float = 0.0,
         bias: bool = True,
         *,
+        kdim: int | None = None,
+        vdim: int | None = None,
         device: Device | None = None,
         dtype: DType = float32,
     ) -> None:
@@ -47,13 +49,19 @@ class _AttentionCore(Module):
             raise ShapeError(f"{name}: expected 0 <= dropout < 1, got {dropout}.")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, float(dropout)
         e = embed_dim
-        self.in_proj_weight = Param(init.xavier_uniform((3 * e, e), device=device, dtype=dtype))
-        self.in_proj_bias = (
-            Param(init.zeros((3 * e,), device=device, dtype=dtype)) if bias else None
-        )
-        self.out_proj = Linear(e, e, bias, device=device, dtype=dtype)
+        self.kdim, self.vdim = kdim or e, vdim or e
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
+        self.in_proj_weight: Param | None = None
+        if self.kdim == e and self.vdim == e:
+            self.in_proj_weight = Param(init.xavier_uniform((3 * e, e), **kw))
+        else:  # keys / values of other widths: three weights, as PyTorch names them
+            self.q_proj_weight = Param(init.xavier_uniform((e, e), **kw))
+            self.k_proj_weight = Param(init.xavier_uniform((e, self.kdim), **kw))
+            self.v_proj_weight = Param(init.xavier_uniform((e, self.vdim), **kw))
+        self.in_proj_bias = Param(init.zeros((3 * e,), **kw)) if bias else None
+        self.out_proj = Linear(e, e, bias, **kw)
         if bias and self.out_proj.bias is not None:
-            self.out_proj.bias._replace(init.zeros((e,), device=device, dtype=dtype))
+            self.out_proj.bias._replace(init.zeros((e,), **kw))
 
     def _heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -79,9 +87,12 @@ class _AttentionCore(Module):
         name = type(self).__name__
         key = query if key is None else key
         value = key if value is None else value
-        for label, x in (("query", query), ("key", key), ("value", value)):
-            if x.ndim != 3 or x.shape[-1] != e:
-                raise ShapeError(f"{name}: expected a {label} (B, L, {e}), got shape {x.shape}.")
+        for label, x, width in (("query", query, e), ("key", key, self.kdim),
+                                ("value", value, self.vdim)):  # fmt: skip
+            if x.ndim != 3 or x.shape[-1] != width:
+                raise ShapeError(
+                    f"{name}: expected a {label} (B, L, {width}), got shape {x.shape}."
+                )
         b, t, s = query.shape[0], query.shape[1], key.shape[1]
         if key.shape[0] != b or value.shape[:2] != key.shape[:2]:
             raise ShapeError(
@@ -89,17 +100,19 @@ class _AttentionCore(Module):
                 f"{query.shape}, key {key.shape}, value {value.shape}."
             )
         attn_mask = _check_masks(name, b, h, t, s, key_padding_mask, attn_mask)
-        w = self.in_proj_weight.val()
         bias = None if self.in_proj_bias is None else self.in_proj_bias.val()
-        if key is query and value is query:  # self-attention: one projection matmul
-            qkv = F.linear(query, w, bias)
+        if self.in_proj_weight is not None and key is query and value is query:
+            # self-attention: one projection matmul
+            qkv = F.linear(query, self.in_proj_weight.val(), bias)
             q, k, v = qkv[..., :e], qkv[..., e : 2 * e], qkv[..., 2 * e :]
         else:
-            parts = [(w[i * e : (i + 1) * e], None if bias is None else bias[i * e : (i + 1) * e])
-                     for i in range(3)]  # fmt: skip
-            q = F.linear(query, *parts[0])
-            k = F.linear(key, *parts[1])
-            v = F.linear(value, *parts[2])
+            ws = self._proj_weights()
+            bs = [None if bias is None else bias[i * e : (i + 1) * e] for i in range(3)]
+            q = F.linear(query, ws[0], bs[0])
+            k = F.linear(key, ws[1], bs[1])
+            v = F.linear(value, ws[2], bs[2])
+        k, v, key_padding_mask, attn_mask = self._extend_kv(k, v, key_padding_mask, attn_mask)
+        s = k.shape[1]
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
         p = self.dropout if self.training else 0.0
         weights: Tensor | None = None
@@ -121,6 +134,21 @@ class _AttentionCore(Module):
             )
         out = out.swap_dims(1, 2).reshape((b, t, e))  # (B, H, T, D) -> (B, T, E)
         return self.out_proj(out), weights
+
+    def _proj_weights(self) -> list[Tensor]:
+        """The query, key and value projection weights ``[E, E]``, ``[E, kdim]``,
+        ``[E, vdim]``."""
+        if self.in_proj_weight is not None:
+            w, e = self.in_proj_weight.val(), self.embed_dim
+            return [w[i * e : (i + 1) * e] for i in range(3)]
+        return [self.q_proj_weight.val(), self.k_proj_weight.val(), self.v_proj_weight.val()]
+
+    def _extend_kv(
+        self, k: Tensor, v: Tensor, key_padding_mask: Tensor | None, attn_mask: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        """Projected keys and values ``(B, S, E)`` with any extra positions (none here) and the
+        masks widened to match; ``MultiheadAttention`` adds PyTorch's ``bias_k`` and zeros."""
+        return k, v, key_padding_mask, attn_mask
 
     def extra_repr(self) -> str:
         return f"{self.embed_dim}, num_heads={self.num_heads}"

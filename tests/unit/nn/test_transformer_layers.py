@@ -268,6 +268,28 @@ def test_multihead_attention_matches_torch(device: em.Device, average: bool) -> 
         _check(m, tm, y, ty, ex, tx)
 
 
+@pytest.mark.parametrize("need", [True, False])
+def test_multihead_kdim_vdim_bias_kv_zero_attn_match_torch(device: em.Device, need: bool) -> None:
+    dev = device.autodiff()
+    kw = {"embed_dim": E, "num_heads": H, "kdim": 3, "vdim": 5, "add_bias_kv": True,
+          "add_zero_attn": True}  # fmt: skip
+    m, tm = _pair(nn.MultiheadAttention, T.MultiheadAttention, dev, **kw)
+    assert {"q_proj_weight", "k_proj_weight", "bias_k", "bias_v"} <= dict(m.state_dict()).keys()
+    rng = np.random.default_rng(11)
+    ex, tx = _tensors([rng.normal(size=(4, 2, E)), rng.normal(size=(6, 2, 3)),
+                       rng.normal(size=(6, 2, 5))], dev)  # fmt: skip
+    pad_e, pad_t = _mask(_padding(2, 6, 2), dev)
+    am = np.zeros((4, 6), dtype=bool)
+    am[0, 1:] = True
+    am_e, am_t = _mask(am, dev)
+    y, w = m(*ex, key_padding_mask=pad_e, attn_mask=am_e, need_weights=need)
+    ty, tw = tm(*tx, key_padding_mask=pad_t, attn_mask=am_t, need_weights=need)
+    if need:
+        assert w is not None and w.shape == (2, 4, 8)  # S + bias_k + zero
+        np.testing.assert_allclose(w.to_numpy(), tw.detach().numpy(), atol=FWD)
+    _check(m, tm, y, ty, ex, tx)
+
+
 def test_multihead_self_attention_batch_first_float_padding(device: em.Device) -> None:
     dev = device.autodiff()
     m, tm = _pair(nn.MultiheadAttention, T.MultiheadAttention, dev, embed_dim=E, num_heads=H,
@@ -354,8 +376,8 @@ def test_bad_arguments_raise_clear_errors() -> None:
         nn.TransformerDecoderLayer(E, H, activation=3)  # type: ignore[arg-type]
     with pytest.raises(em.ShapeError, match=r"MultiheadAttention.*divisible"):
         nn.MultiheadAttention(E, 3)
-    with pytest.raises(em.ShapeError, match=r"MultiheadAttention.*kdim=4"):
-        nn.MultiheadAttention(E, H, kdim=4)
+    with pytest.raises(em.ShapeError, match=r"MultiheadAttention.*key \(B, L, 4\)"):
+        nn.MultiheadAttention(E, H, kdim=4)(*[em.Tensor.ones((3, 2, E))] * 3)
     layer = nn.TransformerEncoderLayer(E, H, FF, batch_first=True)
     with pytest.raises(em.ShapeError, match=r"TransformerEncoderLayer.*src \(B, L, E\)"):
         layer(em.Tensor.ones((2, 5, E + 1)))
