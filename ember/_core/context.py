@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..autodiff import hooks as _hooks
 from ..autodiff.backprop import backward_of
 from ..autodiff.gradients import Gradients
 from ..autodiff.node import Node
@@ -20,6 +22,7 @@ from .device import Device
 from .dispatch import record, wrap
 
 if TYPE_CHECKING:
+    from ..autodiff.hooks import RemovableHandle
     from .tensor import Tensor
 
 _GRAD = Requirement.GRAD
@@ -106,8 +109,8 @@ def set_require_grad(self: Tensor, flag: bool) -> Tensor:
             return self
         raise AutodiffError(
             f"set_require_grad: expected a leaf, got the result of op {node.spec.name!r} "
-            "(a tracked non-leaf). ember keeps no intermediate gradients; call .detach() "
-            "first to start a new leaf from its value."
+            "(a tracked non-leaf). For its gradient pass it to backward(inputs=[t]) and read "
+            "t.grad(grads); to start a new leaf from its value call .detach() first."
         )
     if self._strategy is None or self._node is None:
         return self
@@ -166,28 +169,64 @@ def to_device(self: Tensor, device: Device) -> Tensor:
     return record(_TO_DEVICE, (self,), (self._data,), out, attrs, self._strategy, dst)
 
 
-def backward(self: Tensor, *, create_graph: bool = False) -> Gradients:
-    """Backpropagate from this tensor (a non-scalar is seeded with ones) -> ``Gradients``.
+def backward(
+    self: Tensor,
+    gradient: Tensor | None = None,
+    *,
+    retain_graph: bool = False,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> Gradients:
+    """Backpropagate from this tensor -> ``Gradients`` (SEMANTICS.md §3).
 
-    ``create_graph=True`` records the backward itself: the gradients are tracked tensors of a
-    new graph on the same leaves, and this graph is left unconsumed (SEMANTICS.md §13).
+    Args:
+        gradient: The gradient of this tensor (same shape), as PyTorch's ``gradient=``; by
+            default ones (a non-scalar then behaves like its sum).
+        retain_graph: Leave the graph unconsumed, so a later backward can run through it again
+            (saved values are kept until the graph's tensors are dropped). Without it a second
+            backward through the same graph raises ``AutodiffError`` ("already consumed").
+        create_graph: Record the backward itself: the gradients are tracked tensors of a new
+            graph on the same leaves, and this graph is left unconsumed (SEMANTICS.md §13).
+        inputs: Tracked tensors (leaves or intermediates) whose gradients the result holds,
+            and only those, as PyTorch's ``inputs=``; read each with ``t.grad(grads)``. Only
+            the steps that lead to them run.
+
+    Gradient hooks (``register_hook``) run on each gradient as it arrives.
     """
     if create_graph:
         from ..autodiff.higher import backward_graph  # the recorded pass builds on the core
 
-        return backward_graph(self)
-    return backward_of(self, None)  # ember.autodiff.backward(self), less its checks
+        return backward_graph(self, gradient, inputs)
+    if gradient is None and not retain_graph and inputs is None:
+        return backward_of(self, None)  # ember.autodiff.backward(self), less its checks
+    return backward_of(self, None, gradient, retain_graph, inputs)
+
+
+def register_hook(self: Tensor, fn: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+    """Run ``fn(grad)`` on the gradient that arrives at this tracked tensor in each later
+    backward pass (leaf or intermediate); a returned tensor (same shape) replaces the gradient,
+    ``None`` keeps it. Returns a handle whose ``remove()`` unregisters ``fn``.
+
+    Example:
+        >>> x = em.Tensor.ones((2,), device=em.Device.cpu().autodiff()).require_grad()
+        >>> h = x.register_hook(lambda g: g * 2.0)
+        >>> x.grad(x.sum().backward()).tolist()
+        [2.0, 2.0]
+        >>> h.remove()
+    """
+    return _hooks.register(self, fn)
 
 
 def grad(self: Tensor, grads: Gradients) -> Tensor | None:
-    """This require-grad leaf's gradient in ``grads``, or ``None``: a plain tensor (a tracked
-    one when ``grads`` came from ``backward(create_graph=True)``)."""
+    """This require-grad leaf's gradient in ``grads`` (or an intermediate's that
+    ``backward(inputs=...)`` chose), or ``None``: a plain tensor (a tracked one when ``grads``
+    came from ``backward(create_graph=True)``)."""
     if not isinstance(grads, Gradients):
         _check_gradients("grad", grads)
     n = self._node
-    if n is None or n.requirement is not _GRAD:
+    if n is None:
         return None
-    g = grads.get(n.id)
+    g = grads.get(n.id)  # an intermediate's only when backward(inputs=...) chose it
     if g is None:
         return None
     if isinstance(g, TensorBase):  # a tracked gradient of backward(create_graph=True)
@@ -200,7 +239,7 @@ def grad_remove(self: Tensor, grads: Gradients) -> Tensor | None:
     if not isinstance(grads, Gradients):
         _check_gradients("grad_remove", grads)
     n = self._node
-    if n is None or n.requirement is not _GRAD:
+    if n is None:
         return None
     g = grads.pop(n.id)
     if isinstance(g, TensorBase):  # a tracked gradient of backward(create_graph=True)
@@ -253,6 +292,7 @@ class ContextMethods:
     with_gradient_checkpointing_strategy = with_gradient_checkpointing_strategy
     to_device = to_device
     backward = backward
+    register_hook = register_hook
     grad = grad
     grad_remove = grad_remove
     grad_replace = grad_replace

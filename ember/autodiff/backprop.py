@@ -7,10 +7,11 @@ drives the engine (``engine.run_backward``) directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AutodiffError, DTypeError
+from . import options
 from .engine import run_backward
 from .gradients import Gradients
 
@@ -20,8 +21,17 @@ if TYPE_CHECKING:
 OnLeaf = Callable[[int, Any], None]
 
 
-def backward(loss: Tensor, *, on_leaf: OnLeaf | None = None) -> Gradients:
+def backward(
+    loss: Tensor,
+    *,
+    on_leaf: OnLeaf | None = None,
+    gradient: Tensor | None = None,
+    retain_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> Gradients:
     """Backpropagate from ``loss`` (a non-scalar is seeded with ones) -> ``Gradients``.
+
+    ``gradient``, ``retain_graph`` and ``inputs`` are those of ``Tensor.backward``.
 
     ``loss.backward()`` is ``backward(loss)``. ``on_leaf(leaf_id, grad)``, when given, is called
     once per require-grad leaf the pass reaches, as soon as that leaf's gradient is complete
@@ -57,10 +67,16 @@ def backward(loss: Tensor, *, on_leaf: OnLeaf | None = None) -> Gradients:
             f"backward: expected on_leaf to be a callable (leaf_id, grad) -> None or None, got "
             f"{type(on_leaf).__name__}."
         )
-    return backward_of(loss, on_leaf)
+    return backward_of(loss, on_leaf, gradient, retain_graph, inputs)
 
 
-def backward_of(loss: Tensor, on_leaf: OnLeaf | None) -> Gradients:
+def backward_of(
+    loss: Tensor,
+    on_leaf: OnLeaf | None,
+    gradient: Tensor | None = None,
+    retain_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> Gradients:
     """``backward`` without the argument checks (``Tensor.backward`` calls it)."""
     node = loss._node
     if node is None:
@@ -72,4 +88,12 @@ def backward_of(loss: Tensor, on_leaf: OnLeaf | None) -> Gradients:
             "model needs unfreeze() or set_require_grad(True). For a bare tensor, call "
             ".autodiff().require_grad() on the source leaf (or create it on an autodiff device)."
         )
-    return run_backward(node, loss._dev.b.ones_like(loss._data), on_leaf)
+    if gradient is None and not retain_graph and inputs is None:
+        return run_backward(node, loss._dev.b.ones_like(loss._data), on_leaf)
+    seed = (
+        loss._dev.b.ones_like(loss._data)
+        if gradient is None
+        else options.seed_of("backward", loss, gradient)._data
+    )
+    wanted = None if inputs is None else options.chosen("backward", inputs)
+    return run_backward(node, seed, on_leaf, retain=bool(retain_graph), wanted=wanted)

@@ -26,11 +26,14 @@ from typing import Any
 from ..checkpoint import recompute
 from ..errors import AutodiffError
 from ..ops.slicegrad import SliceGrad
+from . import hooks
 from .gradients import Gradients
 from .node import Node
+from .options import reaching
 from .requirement import Requirement
 
 _GRAD = Requirement.GRAD
+_NONE: frozenset[Node] = frozenset()
 
 
 def _consumed_error(node: Node) -> AutodiffError:
@@ -62,13 +65,21 @@ def _release(claimed: list[Node]) -> None:
 
 
 def run_backward(
-    root: Node, seed: Any, on_leaf: Callable[[int, Any], None] | None = None
+    root: Node,
+    seed: Any,
+    on_leaf: Callable[[int, Any], None] | None = None,
+    *,
+    retain: bool = False,
+    wanted: set[Node] | None = None,
 ) -> Gradients:
     """Backpropagate ``seed`` (the root's gradient) and return the kept leaf gradients.
 
     ``on_leaf(node_id, grad)``, when given, is called as soon as a require-grad leaf's gradient
     is complete (every child has contributed), before the rest of the pass runs; distributed
-    data parallel starts that parameter's all-reduce there.
+    data parallel starts that parameter's all-reduce there. ``retain``: leave the graph
+    unconsumed (``retain_graph=True``). ``wanted``: keep the gradients of these nodes only
+    (leaves or intermediates, ``backward(inputs=...)``), running only the steps that reach them.
+    Gradient hooks (``Node.hooks``) run on each node's complete gradient before it is used.
     """
     # 1. discover the subgraph and count children; claim each op node, then reject a consumed one
     # (a pass marks its nodes consumed before it releases them), all before changing anything
@@ -99,7 +110,7 @@ def run_backward(
                 else:
                     children[p] = c + 1
     try:
-        return _run(root, seed, on_leaf, children, fetches)
+        return _run(root, seed, on_leaf, children, fetches, retain, wanted)
     finally:
         _release(claimed)
 
@@ -110,11 +121,15 @@ def _run(
     on_leaf: Callable[[int, Any], None] | None,
     children: dict[Node, int],
     fetches: bool,
+    retain: bool = False,
+    wanted: set[Node] | None = None,
 ) -> Gradients:
     """Step 2 of ``run_backward``: the claimed pass itself."""
     rec = recompute.Recompute(children, root) if fetches else None
     out = Gradients()
     store = out._store
+    keep = None if wanted is None else reaching(root, wanted)
+    chosen = wanted if wanted is not None else _NONE
 
     # 2. run the steps, each once, in reverse topological order
     grads: dict[Node, Any] = {root: seed}
@@ -126,6 +141,12 @@ def _run(
         if type(g) is SliceGrad:
             g = g.dense()
         spec = n.spec
+        if keep is not None and g is not None and n not in keep:
+            g = None  # backward(inputs=...): no chosen node is upstream of this one
+        if g is not None and n.hooks is not None:
+            g = hooks.fire(n, g, False)
+        if keep is not None and spec is not None and g is not None and n in chosen:
+            store[n.id] = g  # a chosen intermediate
         if spec is None:
             if g is not None and n.requirement is _GRAD:
                 v = n.output  # a leaf keeps its value
@@ -145,10 +166,11 @@ def _run(
                 in_grads = spec.backward(n, g)
         elif rec is not None:
             rec.skip(n)
-        n.consumed = True
-        n.inputs = None
-        n.output = None
-        n.saved = None
+        if not retain:
+            n.consumed = True
+            n.inputs = None
+            n.output = None
+            n.saved = None
         if len(parents) == 1 and (p := parents[0]) is not None:  # common: one tracked input
             if in_grads is not None:
                 gi = in_grads[0]

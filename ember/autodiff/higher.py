@@ -23,7 +23,7 @@ from ..checkpoint import recompute
 from ..checkpoint.budget import ledger_of
 from ..errors import AutodiffError
 from ..ops.slicegrad import SliceGrad
-from . import engine
+from . import engine, hooks, options
 from .gradients import Gradients
 from .node import Node
 from .requirement import Requirement
@@ -181,21 +181,28 @@ def _relevant(order: list[Node], wanted: set[Node]) -> set[Node]:
     return keep
 
 
-def backward_graph(loss: Tensor) -> Gradients:
+def backward_graph(loss: Tensor, gradient: Tensor | None = None, inputs: Any = None) -> Gradients:
     """``loss.backward(create_graph=True)``: the backward recorded as graph ops.
 
     The returned ``Gradients`` hold tracked tensors (``leaf.grad(grads)`` returns them) of a new
     graph on the same leaves, which reaches back into ``loss``'s graph; that graph is left
-    unconsumed (SEMANTICS.md §13).
+    unconsumed (SEMANTICS.md §13). ``gradient``: the seed (default ones; a tracked one is
+    differentiated through too); ``inputs``: the tensors whose gradients it holds, and only those.
     """
     node = loss._node
     if node is None:
         raise untracked_error("backward", loss)
     dev = loss._dev
-    seed = wrap(Tensor, dev.b.ones_like(loss._data), dev, loss._strategy)
+    if gradient is None:
+        seed = wrap(Tensor, dev.b.ones_like(loss._data), dev, loss._strategy)
+    else:
+        seed = options.seed_of("backward", loss, gradient)
+        if seed._strategy is None:
+            seed = wrap(Tensor, seed._data, dev, loss._strategy)
+    wanted = None if inputs is None else options.chosen("backward", inputs)
     out = Gradients()
     store = out._store
-    for n, g in graph_pass([node], [seed], dev, loss._strategy, None, consume=False).items():
+    for n, g in graph_pass([node], [seed], dev, loss._strategy, wanted, consume=False).items():
         store[n.id] = g
     return out
 
@@ -280,6 +287,10 @@ def _run(
     out: dict[Node, Tensor] = {}
     for n in order:
         g = grads.pop(n, None)
+        if keep is not None and n not in keep:
+            g = None  # no wanted node is upstream: its hooks and step do not run
+        if g is not None and n.hooks is not None:
+            g = hooks.fire(n, g, True)
         if g is not None:
             if wanted is None:
                 if n.spec is None and n.requirement is _GRAD:

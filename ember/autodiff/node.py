@@ -30,6 +30,8 @@ class Node:
             (``ember.checkpoint.recompute``).
         fetches: Recorded by a strategy that makes recipes (``ember.checkpoint.record``): a
             tracked input it does not hold is fetched from its parent during backward.
+        hooks: Gradient hooks (``Tensor.register_hook``) run on the gradient arriving here, in
+            registration order, or ``None`` (``ember.autodiff.hooks``).
     """
 
     __slots__ = (
@@ -38,6 +40,7 @@ class Node:
         "b",
         "consumed",
         "fetches",
+        "hooks",
         "id",
         "inputs",
         "output",
@@ -75,6 +78,7 @@ class Node:
         self.recipe = recipe
         self.fetches = fetches
         self.saved: Any = None
+        self.hooks: list[Any] | None = None
 
     @classmethod
     def leaf(cls, value: Any, b: Any) -> Node:

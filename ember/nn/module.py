@@ -24,6 +24,7 @@ from .._core.device import Device
 from .._core.tensor import Tensor
 from ..checkpoint.strategy import GradientCheckpointingStrategy
 from ..errors import DTypeError, ShapeError
+from .hooks import ForwardHooks, HookHandle
 from .param import Param, ParamId, _relift
 
 _Strategy = GradientCheckpointingStrategy
@@ -56,6 +57,7 @@ class Module:
 
     training: bool
     _training_cfg: bool
+    _call_hooks: ForwardHooks | None = None  # forward (pre-)hooks; set on the instance
 
     def __init__(self) -> None:
         object.__setattr__(self, "_param_names", [])
@@ -123,7 +125,34 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        if self._call_hooks is None:  # the hot path: one attribute read when no hook is set
+            return self.forward(*args, **kwargs)
+        return self._call_hooks.call(self, args, kwargs)
+
+    def register_forward_pre_hook(
+        self, hook: Callable[[Module, tuple[Any, ...]], Any]
+    ) -> HookHandle:
+        """Run ``hook(module, args)`` before each ``forward``; a non-``None`` result replaces
+        the positional args (a non-tuple is one arg). Keyword args pass through unseen.
+        Returns a handle whose ``remove()`` unregisters it."""
+        return self._hooks_for("register_forward_pre_hook", hook).add(self, "pre", hook)
+
+    def register_forward_hook(
+        self, hook: Callable[[Module, tuple[Any, ...], Any], Any]
+    ) -> HookHandle:
+        """Run ``hook(module, args, output)`` after each ``forward``; a non-``None`` result
+        replaces the output. ``args`` are the positional args forward got (after pre-hooks).
+        Returns a handle whose ``remove()`` unregisters it."""
+        return self._hooks_for("register_forward_hook", hook).add(self, "post", hook)
+
+    def _hooks_for(self, op: str, hook: Any) -> ForwardHooks:
+        if not callable(hook):
+            raise DTypeError(f"{op}: expected a callable hook, got {type(hook).__name__}.")
+        hooks = self._call_hooks
+        if hooks is None:
+            hooks = ForwardHooks()
+            object.__setattr__(self, "_call_hooks", hooks)
+        return hooks
 
     # ------------------------------------------------------------------ traversal
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -306,6 +335,8 @@ class Module:
         new = object.__new__(type(self))
         memo[id(self)] = new
         d = dict(self.__dict__)
+        if d.get("_call_hooks") is not None:  # the copy runs the same hooks, held apart
+            d["_call_hooks"] = d["_call_hooks"].copy()
         for key in ("_param_names", "_module_names", "_buffer_names"):
             d[key] = list(d[key])
         for name in d["_param_names"]:

@@ -27,7 +27,7 @@ def _net(device: em.Device, strategy: Strategy) -> tuple[em.Tensor, em.Tensor, e
 
 
 def test_autodiff_exports_backward() -> None:
-    assert em.autodiff.__all__ == ["backward", "grad", "hvp", "vjp"]
+    assert em.autodiff.__all__ == ["Function", "FunctionCtx", "backward", "grad", "hvp", "vjp"]
     assert em.autodiff.backward is em.autodiff.backprop.backward
 
 
