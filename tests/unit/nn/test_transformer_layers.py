@@ -336,9 +336,9 @@ def test_captured_training_step_equals_eager(device: em.Device) -> None:
         )
         for _ in range(4)
     ]
+    pad = em.Tensor.from_data(_padding(2, 5, 3), device=device)
 
     def step(model: Any, optim: Any, x: em.Tensor, y: em.Tensor, lr: float) -> em.Tensor:
-        pad = em.Tensor.from_data(_padding(2, 5, 3), device=device)
         loss = ((model(x, src_key_padding_mask=pad) - y) ** 2).mean()
         optim.step(lr, model, GP.from_grads(loss.backward(), model))
         return loss
@@ -346,14 +346,15 @@ def test_captured_training_step_equals_eager(device: em.Device) -> None:
     results = []
     for fn in (step, em.capture(step)):
         model, optim = _encoder(device.autodiff()), em.optim.AdamW()
-        losses = [fn(model, optim, x, y, 1e-2) for x, y in data]
-        results.append(
-            ([v.item() for v in losses], [p.val().to_numpy() for p in model.parameters()])
-        )
+        losses = [fn(model, optim, x, y, 1e-2).item() for x, y in data]
+        results.append((losses, [p.val().to_numpy() for p in model.parameters()]))
     (eager_losses, eager_params), (cap_losses, cap_params) = results
-    assert eager_losses == cap_losses and eager_losses[-1] < eager_losses[0]
+    assert eager_losses[-1] < eager_losses[0]
+    # CPU backends: the captured call is the eager call (bit for bit); CUDA: a graph replay
+    rtol, atol = (1e-5, 1e-6) if device.is_cuda else (0.0, 0.0)
+    np.testing.assert_allclose(cap_losses, eager_losses, rtol=rtol, atol=atol)
     for a, b in zip(eager_params, cap_params):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
 
 
 def test_stack_copies_are_independent() -> None:
