@@ -8,8 +8,11 @@ For each workload of ``bench/gpu_gpt.py`` and each implementation, reports per s
 - ``kernels``, ``gpu_ms``: CUDA kernels launched and their summed duration (``torch.profiler``);
 - the kernels that take the most GPU time, with their counts.
 
+``--only nanogpt`` profiles the nanoGPT character model of ``bench/capture_gpt.py`` instead:
+ember eager, ember captured (``em.capture``), PyTorch eager and the hand-captured PyTorch graph.
+
 Usage:
-    python bench/gpu_profile.py [--only small,gpt2] [--steps 10] [--out DIR]
+    python bench/gpu_profile.py [--only small,gpt2,nanogpt] [--steps 10] [--out DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import ember as em
 from ember._core.device import parse_device
 
 sys.path.insert(0, str(Path(__file__).parent))
+import capture_gpt as C
 import gpu_gpt as G
 
 
@@ -56,6 +60,21 @@ def _torch_runner(cfg: G.Config, tdev: torch.device) -> Callable[[], Any]:
     step = G.torch_step(cfg, model, compiled=False)
     idx, tgt = G._batch(cfg, tdev)
     return lambda: step(idx, tgt)
+
+
+def _nanogpt_runners(dev: em.Device, tdev: torch.device) -> dict[str, Callable[[], Any]]:
+    """The four ways of ``bench/capture_gpt.py`` to run the nanoGPT step, at a fixed rate."""
+    w = C.NANOGPT
+
+    def fixed(run: Callable[[float], Any]) -> Callable[[], Any]:
+        return lambda: run(w.lr)
+
+    return {
+        "ember": lambda: fixed(C.ember_runner(w, dev, False)),
+        "ember_captured": lambda: fixed(C.ember_runner(w, dev, True)),
+        "torch_eager": lambda: fixed(C.torch_runner(w, tdev, "eager")),
+        "torch_graph": lambda: fixed(C.torch_runner(w, tdev, "graph")),
+    }
 
 
 def measure(run: Callable[[], Any], tdev: torch.device, steps: int, top: int) -> dict[str, Any]:
@@ -154,16 +173,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.allow_tf32 = True
     results: dict[str, Any] = {}
     for name in args.only.split(","):
-        cfg = {"small": G.SMALL, "gpt2": G.GPT2}[name]
-        runners: dict[str, Callable[[], Callable[[], Any]]] = {
-            "ember": lambda c=cfg: _ember_runner(c, dev, False),
-            "torch_eager": lambda c=cfg: _torch_runner(c, tdev),
-        }
-        if args.balanced:
-            runners["ember_balanced"] = lambda c=cfg: _ember_runner(c, dev, True)
+        runners: dict[str, Callable[[], Callable[[], Any]]]
+        if name == "nanogpt":
+            runners = _nanogpt_runners(dev, tdev)
+        else:
+            cfg = {"small": G.SMALL, "gpt2": G.GPT2}[name]
+            runners = {
+                "ember": lambda c=cfg: _ember_runner(c, dev, False),
+                "torch_eager": lambda c=cfg: _torch_runner(c, tdev),
+            }
+            if args.balanced:
+                runners["ember_balanced"] = lambda c=cfg: _ember_runner(c, dev, True)
         if args.copies:
             print(f"== {name}/ember copies per step")
-            for line in copies(_ember_runner(cfg, dev, False), tdev):
+            for line in copies(runners["ember"](), tdev):
                 print("  ", line)
         for impl, make in runners.items():
             r = measure(make(), tdev, args.steps, args.top)

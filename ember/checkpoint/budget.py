@@ -337,7 +337,7 @@ def record(
                 p.dropped = False
                 ledger.hold(p.id, r, again)
                 ledger.offer(p)
-    n.rebuildable = all(
+    n.rebuildable = not spec.random and all(
         _obtainable(p) if p is not None else v is not None for p, v in zip(parents, inputs)
     )
     if saved is not None:

@@ -58,6 +58,7 @@ from .resample import interpolate, pad, pixel_shuffle, pixel_unshuffle
 _NO_ATTRS: dict[str, Any] = {}
 _GELU_ATTRS = {"none": {"approximate": "none"}, "tanh": {"approximate": "tanh"}}
 _LINEAR, _LAYER_NORM, _ATTENTION = OPS["linear"], OPS["layer_norm"], OPS["attention"]
+_ATTENTION_DROPOUT = OPS["attention_dropout"]
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -901,9 +902,15 @@ def scaled_dot_product_attention(
         if bias.ndim == 0:  # a 0-d mask means "none" to the row: give it a (1, 1) shape
             bias = bias.reshape((1, 1))
     keep = none
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if dropout_p > 0.0 and bias is none:
+        if q._dev.b.attention_draws_dropout(q._raw, k._raw, v._raw, bool(is_causal)):
+            # one fused kernel draws the mask from the device's generator and its backward
+            # draws it again: no (*, L, S) mask tensor (the row is never recomputed)
+            attrs = {"scale": s, "is_causal": bool(is_causal), "dropout_p": float(dropout_p)}
+            return apply(_ATTENTION_DROPOUT, (q, k, v), attrs)
     if dropout_p > 0.0:
         keep = Tensor.random(
             score_shape, Distribution.bernoulli(1.0 - dropout_p), device=q.device, dtype=q.dtype
         ) * (1.0 / (1.0 - dropout_p))
-    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     return apply(_ATTENTION, (q, k, v, bias, keep), {"scale": s, "is_causal": bool(is_causal)})

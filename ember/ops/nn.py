@@ -434,6 +434,28 @@ def attention_backward(ctx: Any, grad: Any) -> Grads:
     return tuple(_like(b, g, x) for g, x in zip((gq, gk, gv, gbias, gkeep), ctx.inputs))
 
 
+@defop(
+    "attention_dropout",
+    precision=Precision.LOW,
+    arity=3,
+    cost=CB,
+    saves=Saves.INPUTS | Saves.RESIDUALS,
+    dtypes=F,
+    flops=attention_flops,
+    random=True,
+)
+def attention_dropout_backward(ctx: Any, grad: Any) -> Grads:
+    # attention whose fused kernel drew its own dropout mask (CUDA's flash / cuDNN / efficient
+    # kernels, from the backend's generator); the residuals name the mask (the kernel's random
+    # seed and offset) and its backward draws it again: no other rule knows it
+    q, k, v = ctx.inputs
+    a = ctx.attrs
+    grads = ctx.b.attention_dropout_backward(
+        grad, q, k, v, ctx.saved, a["scale"], a["is_causal"], a["dropout_p"]
+    )
+    return tuple(g if _need(ctx, i) else None for i, g in enumerate(grads))
+
+
 def _like(b: Any, g: Any, x: Any) -> Any:
     return g if g is None or g.dtype == x.dtype else b.cast(g, b.dtype_of(x))
 

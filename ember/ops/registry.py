@@ -101,6 +101,9 @@ class OpSpec:
     # the row's recompute cost estimate, ``flops(input_shapes, attrs) -> float`` (multiply-adds
     # and passes); ``None``: its class's default per output element (``ember.checkpoint.cost``)
     flops: Callable[[tuple[tuple[int, ...], ...], dict[str, Any]], float] | None = None
+    # the kernel draws random numbers (attention's fused dropout): no strategy recomputes its
+    # output, since a recompute would draw again
+    random: bool = False
     rule: Rule | None = field(init=False)  # the row's own rule, written once for every backend
     saves_inputs: bool = field(init=False)
     saves_output: bool = field(init=False)
@@ -177,6 +180,7 @@ def defop(
     precision: Precision = Precision.KEEP,
     fused_backward: str | None = None,
     flops: Callable[[tuple[tuple[int, ...], ...], dict[str, Any]], float] | None = None,
+    random: bool = False,
 ) -> Callable[[Rule], Rule]:
     """Decorate a backward rule to register the op ``name``."""
 
@@ -196,6 +200,7 @@ def defop(
                 precision,
                 fused_backward,
                 flops,
+                random,
             )
         )
         return rule

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 
 from .refs import REFS  # noqa: E402  (needs torch)
 
-ROWS = list(OPS.values())
+ROWS = [s for s in OPS.values() if not s.random]
 
 
 def _tol(dtype_name: str) -> dict[str, float]:
@@ -30,7 +30,8 @@ def _tol(dtype_name: str) -> dict[str, float]:
 
 
 def test_every_row_has_a_reference() -> None:
-    missing = sorted(set(OPS) - set(REFS))
+    # a row drawing random numbers in its kernel has no reference: tests/cuda checks it
+    missing = sorted({n for n, s in OPS.items() if not s.random} - set(REFS))
     assert not missing, (
         f"rows without a PyTorch reference: {missing}. Add them to a REFS dict in "
         "tests/differential/refs/<family>.py."

@@ -22,7 +22,7 @@ import ember as em
 from ember._core.dispatch import apply
 from ember.ops.registry import OPS, OpSpec, run_forward
 
-DIFFERENTIABLE = [s for s in OPS.values() if s.differentiable]
+DIFFERENTIABLE = [s for s in OPS.values() if s.differentiable and not s.random]
 MAX_COORDS = 40  # finite differences per input and case (bounds the cost of large examples)
 _Balanced = em.GradientCheckpointingStrategy.Balanced
 

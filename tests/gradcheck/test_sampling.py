@@ -19,7 +19,7 @@ import ember as em
 from ember.ops.registry import OPS, OpSpec
 
 
-@pytest.mark.parametrize("spec", list(OPS.values()), ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [s for s in OPS.values() if not s.random], ids=lambda s: s.name)
 def test_every_row_samples_and_runs(spec: OpSpec) -> None:
     """A row whose forward needs attributes or non-float inputs must declare ``examples``."""
     rng = np.random.default_rng(zlib.crc32(spec.name.encode()))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
+from ...errors import DeviceError
 from .elementwise import ElementwiseOps
 from .fused import FusedBackwards
 from .index import IndexOps
@@ -34,6 +35,41 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             out.append(self.index(x, (*lead, slice(start, start + n))))
             start += n
         return out
+
+    def attention_draws_dropout(self, q: Raw, k: Raw, v: Raw, is_causal: bool) -> bool:
+        """Whether ``attention_dropout`` takes these inputs: a fused kernel that draws its own
+        dropout mask (CUDA's flash / cuDNN / memory-efficient attention). None by default:
+        ``F.scaled_dot_product_attention`` then draws the mask as a kept tensor."""
+        return False
+
+    def attention_dropout(
+        self, q: Raw, k: Raw, v: Raw, scale: float, is_causal: bool, dropout_p: float
+    ) -> tuple[Raw, Any]:
+        """``(out, saved)``: attention with dropout on its weights, the mask drawn inside the
+        kernel from this backend's generator; ``saved`` names the mask for the backward. Only
+        where ``attention_draws_dropout`` said so."""
+        raise DeviceError(
+            f"attention_dropout: the {type(self).__name__} has no attention kernel that draws "
+            "its own dropout mask; F.scaled_dot_product_attention draws the mask as a tensor "
+            "there (attention_draws_dropout is False)."
+        )
+
+    def attention_dropout_backward(
+        self,
+        grad: Raw,
+        q: Raw,
+        k: Raw,
+        v: Raw,
+        saved: Any,
+        scale: float,
+        is_causal: bool,
+        dropout_p: float,
+    ) -> tuple[Raw, Raw, Raw]:
+        """(grad q, grad k, grad v) of ``attention_dropout``; ``saved`` redraws the mask."""
+        raise DeviceError(
+            f"attention_dropout_backward: the {type(self).__name__} has no fused attention "
+            "dropout kernel."
+        )
 
     def int8_matmul(self, a: Raw, b: Raw) -> Raw:
         """The exact int32 product of int8 matrices ``a`` (M, K) and ``b`` (K, N).

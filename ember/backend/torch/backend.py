@@ -188,8 +188,11 @@ class TorchBackend(Backend):
         return out.normal_(mean, std, generator=self.rng).to(_TO_TORCH[dtype])
 
     def bernoulli(self, shape: Shape, p: float, dtype: DType) -> Tensor:
+        t = _TO_TORCH[dtype]
+        if t.is_floating_point:  # one kernel, written in the mask's own dtype
+            return torch.empty(shape, dtype=t, device=self.device).bernoulli_(p, generator=self.rng)
         u = torch.rand(shape, generator=self.rng, device=self.device)
-        return (u < p).to(_TO_TORCH[dtype])
+        return (u < p).to(t)
 
     def rng_state(self) -> RngState:
         raw = bytes(self.rng.get_state().cpu().numpy().tobytes())
@@ -537,6 +540,14 @@ class TorchBackend(Backend):
     attention = staticmethod(_attn.attention)
     attention_weights = staticmethod(_attn.attention_weights)
     attention_backward = staticmethod(_attn.attention_backward)
+    attention_draws_dropout = staticmethod(_attn.draws_dropout)
+    attention_dropout_backward = staticmethod(_attn.attention_dropout_backward)
+
+    def attention_dropout(
+        self, q: Tensor, k: Tensor, v: Tensor, scale: float, is_causal: bool, dropout_p: float
+    ) -> tuple[Tensor, tuple[Any, ...]]:
+        return _attn.attention_dropout(q, k, v, scale, is_causal, dropout_p, self.rng)
+
     conv2d = staticmethod(_conv.conv2d)
     conv2d_backward = staticmethod(_conv.conv2d_backward)
     conv_transpose2d = staticmethod(_conv.conv_transpose2d)

@@ -8,11 +8,14 @@ the math path decline it (``NotImplemented``), and the row's generic rule differ
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.nn.attention import SDPBackend
 
+from ....errors import DeviceError
 from ...families.fused import Declined
 from .stats import Tensor, _recall, _remember, aten
 
@@ -118,8 +121,15 @@ _CHOICES: dict[tuple[Any, ...], str] = {}
 
 def _fused_kind(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, keep: Tensor, causal: bool) -> str:
     """The fused kernel exact for this attention: "cudnn", "flash", "efficient", "flash_cpu", ""."""
+    if bias.ndim or keep.ndim:
+        return ""
+    return _fused_kind_of(q, k, v, causal)
+
+
+def _fused_kind_of(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> str:
+    """``_fused_kind`` with no bias or kept mask."""
     kind = fused_attention_kernel(q.dtype, q.is_cuda)
-    if not kind or bias.ndim or keep.ndim or q.ndim != 4:
+    if not kind or q.ndim != 4:
         return ""
     if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
         return ""  # the fused ops take one (B, H) for all three: broadcast batch dims run exactly
@@ -165,18 +175,90 @@ def _last_contiguous(x: Tensor) -> Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _fused_forward(kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool) -> Any:
+def _fused_forward(
+    kind: str, q: Tensor, k: Tensor, v: Tensor, scale: float, causal: bool, p: float = 0.0
+) -> Any:
+    """The fused kernel's outputs; ``p`` > 0 (CUDA kernels only) drops attention weights with a
+    mask drawn from the current default CUDA generator (see ``_drawing_from``)."""
     if kind == "flash_cpu":
         return torch._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
     if kind == "cudnn":
         return aten._scaled_dot_product_cudnn_attention(
-            q, k, v, None, True, 0.0, causal, False, scale=scale
+            q, k, v, None, True, p, causal, False, scale=scale
         )
     if kind == "flash":
-        return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
-    return aten._scaled_dot_product_efficient_attention(
-        q, k, v, None, True, 0.0, causal, scale=scale
-    )
+        return aten._scaled_dot_product_flash_attention(q, k, v, p, causal, False, scale=scale)
+    return aten._scaled_dot_product_efficient_attention(q, k, v, None, True, p, causal, scale=scale)
+
+
+# ---------------------------------------------------------------- dropout inside the kernel
+_CUDA_KINDS = ("cudnn", "flash", "efficient")
+# torch 2.5 on: a generator can share another's state, as CUDA graphs need
+_GRAPHSAFE = hasattr(torch.Generator, "graphsafe_set_state")
+
+
+def draws_dropout(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> bool:
+    """Whether ``attention_dropout`` runs these inputs (a CUDA fused kernel that takes them)."""
+    return _GRAPHSAFE and q.is_cuda and _fused_kind_of(q, k, v, is_causal) in _CUDA_KINDS
+
+
+@contextmanager
+def _drawing_from(rng: torch.Generator) -> Iterator[None]:
+    """The fused kernels draw from the default CUDA generator: for the call, it shares the state
+    of ``rng`` (the backend's generator), so the mask comes from ember's seeded stream and
+    advances it, in and out of CUDA-graph capture (``rng`` is what ``em.capture`` registers)."""
+    gen = torch.cuda.default_generators[rng.device.index or 0]
+    if rng is gen:
+        yield
+        return
+    own = gen.graphsafe_get_state()
+    gen.graphsafe_set_state(rng.graphsafe_get_state())
+    try:
+        yield
+    finally:
+        gen.graphsafe_set_state(own)
+
+
+def attention_dropout(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float,
+    is_causal: bool,
+    dropout_p: float,
+    rng: torch.Generator,
+) -> tuple[Tensor, tuple[Any, ...]]:
+    """``(out, saved)``: fused attention dropping weights with probability ``dropout_p``; the
+    residuals ``saved`` (the kernel, its outputs, the random seed and offset) let the backward
+    draw the same mask again."""
+    kind = _fused_kind_of(q, k, v, is_causal) if _GRAPHSAFE and q.is_cuda else ""
+    if kind not in _CUDA_KINDS:
+        raise DeviceError(
+            "attention_dropout: no fused CUDA kernel takes these inputs "
+            f"(dtype {q.dtype}, shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}); "
+            "F.scaled_dot_product_attention draws the mask as a tensor for them."
+        )
+    qc, kc, vc = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+    with _drawing_from(rng):
+        res = _fused_forward(kind, qc, kc, vc, scale, is_causal, dropout_p)
+    return res[0], (kind, *res)
+
+
+def attention_dropout_backward(
+    grad: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    saved: tuple[Any, ...],
+    scale: float,
+    is_causal: bool,
+    dropout_p: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(grad q, grad k, grad v) of ``attention_dropout``; the kernel redraws the forward's mask
+    from the saved seed and offset."""
+    kind, *res = saved
+    q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
+    return _fused_grads(kind, tuple(res), grad, q, k, v, scale, is_causal, dropout_p)
 
 
 def attention_weights(q: Tensor, k: Tensor, bias: Tensor, scale: float, is_causal: bool) -> Tensor:
@@ -269,6 +351,23 @@ def _fused_backward(
         res = _fused_forward(kind, q, k, v, scale, is_causal)
     else:
         res = saved[1]
+    gq, gk, gv = _fused_grads(kind, res, grad, q, k, v, scale, is_causal, 0.0)
+    # the bias and keep mask are 0-d "none" placeholders here: their gradients are 0-d zeros
+    return gq, gk, gv, _zero_scalar(bias), _zero_scalar(keep)
+
+
+def _fused_grads(
+    kind: str,
+    res: Any,
+    grad: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float,
+    is_causal: bool,
+    p: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The fused kernel's backward from its forward's outputs ``res`` (dropout ``p``)."""
     if kind == "cudnn":
         out, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = res
         # cuDNN reads the incoming gradient in the output's strides (builds with cuDNN < 9.5.1
@@ -289,7 +388,7 @@ def _fused_backward(
             cum_k,
             max_q,
             max_k,
-            0.0,
+            p,
             is_causal,
             scale=scale,
         )
@@ -312,7 +411,7 @@ def _fused_backward(
             cum_k,
             max_q,
             max_k,
-            0.0,
+            p,
             is_causal,
             seed,
             offset,
@@ -330,10 +429,9 @@ def _fused_backward(
             lse,
             seed,
             offset,
-            0.0,
+            p,
             [True, True, True, False],
             is_causal,
             scale=scale,
         )
-    # the bias and keep mask are 0-d "none" placeholders here: their gradients are 0-d zeros
-    return gq, gk, gv, _zero_scalar(bias), _zero_scalar(keep)
+    return gq, gk, gv

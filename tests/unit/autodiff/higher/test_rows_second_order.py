@@ -30,7 +30,7 @@ torch = pytest.importorskip("torch")
 
 from differential.refs import REFS  # noqa: E402  (needs torch)
 
-DIFFERENTIABLE = [s for s in OPS.values() if s.differentiable]
+DIFFERENTIABLE = [s for s in OPS.values() if s.differentiable and not s.random]
 _Balanced = em.GradientCheckpointingStrategy.Balanced
 
 # rows whose rule calls a fused backend kernel that has no differentiable form (none today; a
