@@ -12,6 +12,7 @@ from .layers import ELU as ELU
 from .layers import GELU as GELU
 from .layers import GRU as GRU
 from .layers import LSTM as LSTM
+from .layers import RNN as RNN
 from .layers import AdaptiveAvgPool2d as AdaptiveAvgPool2d
 from .layers import AvgPool2d as AvgPool2d
 from .layers import BatchNorm1d as BatchNorm1d
@@ -23,12 +24,14 @@ from .layers import Dropout as Dropout
 from .layers import Embedding as Embedding
 from .layers import Flatten as Flatten
 from .layers import GroupNorm as GroupNorm
+from .layers import GRUCell as GRUCell
 from .layers import Hardsigmoid as Hardsigmoid
 from .layers import Hardswish as Hardswish
 from .layers import Identity as Identity
 from .layers import LayerNorm as LayerNorm
 from .layers import LeakyReLU as LeakyReLU
 from .layers import Linear as Linear
+from .layers import LSTMCell as LSTMCell
 from .layers import MaxPool2d as MaxPool2d
 from .layers import Mish as Mish
 from .layers import ModuleDict as ModuleDict
@@ -39,6 +42,7 @@ from .layers import PixelShuffle as PixelShuffle
 from .layers import PixelUnshuffle as PixelUnshuffle
 from .layers import ReLU as ReLU
 from .layers import RmsNorm as RmsNorm
+from .layers import RNNCell as RNNCell
 from .layers import RotaryEncoding as RotaryEncoding
 from .layers import Sequential as Sequential
 from .layers import Sigmoid as Sigmoid

@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     linear_ce,
     nn,
     reduce,
+    rnn,
 )
 from .registry import OPS, Cost, OpSpec, Saves, defop
 

@@ -34,6 +34,10 @@ from .pool import AvgPool2d as AvgPool2d
 from .pool import MaxPool2d as MaxPool2d
 from .rnn import GRU as GRU
 from .rnn import LSTM as LSTM
+from .rnn import RNN as RNN
+from .rnn_cells import GRUCell as GRUCell
+from .rnn_cells import LSTMCell as LSTMCell
+from .rnn_cells import RNNCell as RNNCell
 from .shape import Flatten as Flatten
 from .shape import Identity as Identity
 from .shape import PixelShuffle as PixelShuffle

@@ -1,19 +1,26 @@
-"""Recurrent layers: LSTM and GRU with PyTorch's parameter names, gate order and init."""
+"""Recurrent layers: LSTM, GRU and RNN with PyTorch's parameter names, gate order and init.
+
+LSTM runs each layer and direction as one ``lstm_seq`` row (``ember/ops/rnn.py``): one GEMM for
+the input projection of every step, the recurrence in one row call forward and backward.
+"""
 
 from __future__ import annotations
 
 import math
 
 from ..._core.device import Device
+from ..._core.dispatch import apply
 from ..._core.tensor import Tensor
 from ...dtype import DType, float32
 from ...errors import ShapeError
+from ...ops.registry import OPS
 from .. import functional as F
 from .. import init
 from ..module import Module
 from ..param import Param
 
 State = tuple[Tensor, ...]
+_LSTM_SEQ = OPS["lstm_seq"]
 
 
 class _Recurrent(Module):
@@ -31,8 +38,15 @@ class _Recurrent(Module):
         bidirectional: bool,
         device: Device | None,
         dtype: DType,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ShapeError(
+                f"{type(self).__name__}: expected dropout in [0, 1), got {dropout}. Hint: it is "
+                "the probability of zeroing each output of every layer but the last."
+            )
+        self.dropout = float(dropout)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.has_bias = batch_first, bias
         self.num_directions = 2 if bidirectional else 1
@@ -63,6 +77,21 @@ class _Recurrent(Module):
     def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
         raise NotImplementedError(f"{type(self).__name__}._cell: subclasses define the cell.")
 
+    def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        """One layer and direction over the sequence: ``(T, B, H)`` outputs, final state."""
+        w = self._weights(layer, direction)
+        b_ih, b_hh = (w[2], w[3]) if len(w) == 4 else (None, None)
+        xw = F.linear(x, w[0], b_ih)  # (T, B, gates * H), all steps at once
+        w_hh_t = w[1].transpose()
+        ys: list[Tensor] = []
+        order = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
+        for t in order:
+            state = self._cell(xw[t], state, w_hh_t, b_hh)
+            ys.append(state[0])
+        if direction:
+            ys.reverse()
+        return Tensor.stack(ys, 0), state
+
     def _run(self, x: Tensor, init_state: State | None, num_states: int) -> tuple[Tensor, State]:
         if x.ndim != 3 or x.shape[-1] != self.input_size:
             raise ShapeError(
@@ -71,7 +100,7 @@ class _Recurrent(Module):
             )
         if self.batch_first:
             x = x.swap_dims(0, 1)  # (B, T, C) -> (T, B, C)
-        steps, batch = x.shape[0], x.shape[1]
+        batch = x.shape[1]
         nd = self.num_directions
         if init_state is None:
             shape = (self.num_layers * nd, batch, self.hidden_size)
@@ -80,23 +109,15 @@ class _Recurrent(Module):
         finals: list[list[Tensor]] = [[] for _ in range(num_states)]
         layer_in = x
         for layer in range(self.num_layers):
+            if layer and self.dropout and self.training:
+                layer_in = F.dropout(layer_in, self.dropout)
             outs = []
             for direction in range(nd):
-                w = self._weights(layer, direction)
-                b_ih, b_hh = (w[2], w[3]) if len(w) == 4 else (None, None)
-                xw = F.linear(layer_in, w[0], b_ih)  # (T, B, gates * H), all steps at once
-                w_hh_t = w[1].transpose()
                 state = tuple(s[layer * nd + direction] for s in init_state)
-                ys: list[Tensor] = []
-                order = range(steps - 1, -1, -1) if direction else range(steps)
-                for t in order:
-                    state = self._cell(xw[t], state, w_hh_t, b_hh)
-                    ys.append(state[0])
-                if direction:
-                    ys.reverse()
+                y, state = self._layer(layer_in, layer, direction, state)
                 for f, s in zip(finals, state):
                     f.append(s)
-                outs.append(Tensor.stack(ys, 0))
+                outs.append(y)
             layer_in = outs[0] if nd == 1 else Tensor.cat(outs, -1)  # (T, B, nd * H)
         out = layer_in.swap_dims(0, 1) if self.batch_first else layer_in
         return out, tuple(Tensor.stack(f, 0) for f in finals)
@@ -105,6 +126,7 @@ class _Recurrent(Module):
         return (
             f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
             f"bidirectional={self.num_directions == 2}"
+            + (f", dropout={self.dropout}" if self.dropout else "")
         )
 
 
@@ -112,7 +134,8 @@ class LSTM(_Recurrent):
     """Long short-term memory, gates ``i, f, g, o`` stacked in ``weight_ih_l{k}`` ``[4H, in]``.
 
     Returns ``(output, (h_n, c_n))`` like ``torch.nn.LSTM``; ``bidirectional`` adds
-    ``*_reverse`` parameters and concatenates both directions' outputs.
+    ``*_reverse`` parameters and concatenates both directions' outputs; ``dropout`` zeroes the
+    inputs of every layer but the first while training.
 
     Shapes: input ``(T, B, in)`` (``(B, T, in)`` with ``batch_first``) -> output
     ``(T, B, D * H)``; ``h_n``, ``c_n``: ``(num_layers * D, B, H)`` with D directions.
@@ -132,14 +155,32 @@ class LSTM(_Recurrent):
         num_layers: int = 1,
         bias: bool = True,
         batch_first: bool = False,
+        dropout: float = 0.0,
         bidirectional: bool = False,
         *,
         device: Device | None = None,
         dtype: DType = float32,
     ) -> None:
         super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, bidirectional, device, dtype
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            bidirectional,
+            device,
+            dtype,
+            dropout,
         )
+
+    def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        w = self._weights(layer, direction)
+        bias = w[2] + w[3] if len(w) == 4 else None
+        xw = F.linear(x, w[0], bias)  # (T, B, 4H): every step's input projection in one GEMM
+        y = apply(_LSTM_SEQ, (xw, w[1], state[0], state[1]), {"reverse": bool(direction)})
+        hid = self.hidden_size
+        last = 0 if direction else x.shape[0] - 1
+        return y[:, :, :hid], (y[last, :, :hid], y[last, :, hid:])
 
     def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
         h, c = state
@@ -177,13 +218,22 @@ class GRU(_Recurrent):
         num_layers: int = 1,
         bias: bool = True,
         batch_first: bool = False,
+        dropout: float = 0.0,
         bidirectional: bool = False,
         *,
         device: Device | None = None,
         dtype: DType = float32,
     ) -> None:
         super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, bidirectional, device, dtype
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            bidirectional,
+            device,
+            dtype,
+            dropout,
         )
 
     def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
@@ -196,6 +246,58 @@ class GRU(_Recurrent):
         z = F.sigmoid(xw[:, hid : 2 * hid] + hw[:, hid : 2 * hid])
         n = (xw[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
         return (n + z * (h - n),)
+
+    def forward(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        out, (h,) = self._run(x, None if state is None else (state,), 1)
+        return out, h
+
+
+class RNN(_Recurrent):
+    """Elman recurrent layer: ``h' = act(W_ih x + b_ih + W_hh h + b_hh)``, ``act`` tanh or relu.
+
+    Returns ``(output, h_n)`` like ``torch.nn.RNN``; parameters, shapes and ``dropout`` as for
+    ``LSTM`` (one gate: ``weight_ih_l{k}`` ``[H, in]``).
+    """
+
+    gates = 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
+    ) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ShapeError(
+                f"RNN: expected nonlinearity 'tanh' or 'relu', got {nonlinearity!r}. Hint: "
+                "other activations need a custom cell."
+            )
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            bidirectional,
+            device,
+            dtype,
+            dropout,
+        )
+        self.nonlinearity = nonlinearity
+
+    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
+        z = xw + state[0] @ w_hh_t
+        if b_hh is not None:
+            z = z + b_hh
+        return (z.tanh() if self.nonlinearity == "tanh" else F.relu(z),)
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         out, (h,) = self._run(x, None if state is None else (state,), 1)
