@@ -95,8 +95,44 @@ def conv2d(
         by_images(x.shape[0], work, run)
     else:
         y = geo.unrows(_matmul_wide(rows, geo.im2col(x, groups)))
-    y += bias.reshape(1, -1, 1, 1)
+    if bias.any():  # a layer without bias passes zeros: no pass over y for them
+        y += bias.reshape(1, -1, 1, 1)
     return y
+
+
+def _as_forward(weight: np.ndarray, groups: int) -> np.ndarray:
+    """(O, Cg, kh, kw) -> (C, O/G, kh, kw), flipped: the weight of the stride-1 convolution
+    of the output gradient that gives the input gradient."""
+    o, cg, kh, kw = weight.shape
+    w = weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+    return np.ascontiguousarray(w.reshape(groups * cg, o // groups, kh, kw)[:, :, ::-1, ::-1])
+
+
+def _input_grad_by_conv(
+    grad: np.ndarray,
+    weight: np.ndarray,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+) -> np.ndarray | None:
+    """conv2d's input gradient as one forward convolution of ``grad`` (stride 1 only), or
+    ``None`` where the column scatter is the cheaper (or the only exact) way.
+
+    The forward's one deep product (K = O/G*kh*kw) and its tap copies replace a shallow product
+    (K = O/G) whose kh*kw-times-larger result is scattered back with adds. Taken when the output
+    has no more channels than the input (the gradient's columns are then no larger) and the
+    weight is finite: a non-finite weight would meet the padding's zeros (0 * inf = NaN) where the
+    scatter, and PyTorch, give none.
+    """
+    o, cg, kh, kw = weight.shape
+    if stride != (1, 1) or o > cg * groups or not _all_finite(weight):
+        return None
+    pad = (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1])
+    if pad[0] < 0 or pad[1] < 0:
+        return None
+    zero = np.zeros(cg * groups, dtype=weight.dtype)
+    return conv2d(grad, _as_forward(weight, groups), zero, (1, 1), pad, dilation, groups)
 
 
 def conv2d_backward(
@@ -114,6 +150,16 @@ def conv2d_backward(
     kernel = (weight.shape[2], weight.shape[3])
     geo = _Geometry(x.shape, kernel, stride, padding, dilation)
     work = x.shape[0] * geo.columns * weight[0].size * weight.shape[0]
+    by_conv = None
+    if need_input and grad.dtype == x.dtype == weight.dtype:
+        by_conv = _input_grad_by_conv(grad, weight, stride, padding, dilation, groups)
+    if by_conv is not None:
+        if not need_weight:
+            return by_conv, None, grad.sum(axis=(0, 2, 3))
+        _, gw, gb = conv2d_backward(
+            grad, x, weight, stride, padding, dilation, groups, False, need_weight
+        )
+        return by_conv, gw, gb
     if chunked(x.shape[0], work) and (need_input or need_weight):
         ch = Chunks(x.shape, kernel, stride, padding, dilation, x.dtype.itemsize)
         gx, gw = _conv2d_backward_chunks(ch, grad, x, weight, groups, need_input, need_weight, work)
@@ -173,7 +219,7 @@ def _conv2d_backward_chunks(
                 p = _matmul_nt(gr, g.im2col(x[s:e], groups))
                 acc = p if acc is None else np.add(acc, p, out=acc)
             if gx is not None:
-                gx[s:e] = g.col2im(np.matmul(t_rows, gr), zero_junk=zero_junk)
+                g.col2im(np.matmul(t_rows, gr), zero_junk=zero_junk, out=gx[s:e])
         if acc is not None:
             parts.append(acc)
 
@@ -220,12 +266,13 @@ def conv_transpose2d(
         def run(lo: int, hi: int) -> None:
             for s, e, g in ch.each(lo, hi):
                 dcols = np.matmul(t_rows, g.rows(x[s:e], groups))
-                y[s:e] = g.col2im(dcols, zero_junk=zero_junk)
+                g.col2im(dcols, zero_junk=zero_junk, out=y[s:e])
 
         by_images(n, work, run)
     else:
         y = geo.col2im(_matmul_wide(t_rows, geo.rows(x, groups)), zero_junk=zero_junk)
-    y += bias.reshape(1, -1, 1, 1)
+    if bias.any():
+        y += bias.reshape(1, -1, 1, 1)
     return y
 
 

@@ -150,8 +150,11 @@ class _Geometry:
         view."""
         return cols.reshape(*cols.shape[:4], self.out[0], self.width)[..., self.out[1] :]
 
-    def col2im(self, dcols: np.ndarray, zero_junk: bool = False) -> np.ndarray:
-        """Adjoint of ``im2col``: sum (G, Cg*kh*kw, N*columns) columns into (N, C, H, W).
+    def col2im(
+        self, dcols: np.ndarray, zero_junk: bool = False, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Adjoint of ``im2col``: sum (G, Cg*kh*kw, N*columns) columns into (N, C, H, W)
+        (written into ``out`` when given, which saves one copy).
 
         With ``zero_junk`` the junk columns of ``dcols`` (a fresh product, C-contiguous) are
         overwritten with zeros first: they may hold NaN from 0 * inf."""
@@ -185,7 +188,11 @@ class _Geometry:
 
             _parallel_split(n, d.size, add_taps, blas=False)
         # (C, N, Hp, Wp) -> (N, C, H, W)
-        return np.ascontiguousarray(full[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3))
+        inner = full[:, :, ph : ph + h, pw : pw + w].transpose(1, 0, 2, 3)
+        if out is None:
+            return np.ascontiguousarray(inner)
+        out[...] = inner
+        return out
 
     def rows(self, y: np.ndarray, groups: int) -> np.ndarray:
         """(N, O, Ho, Wo) -> (G, O/G, N*columns), channels as matrix rows; junk columns zero."""
