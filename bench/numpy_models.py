@@ -323,15 +323,13 @@ def _block(fn: Step, repeats: int, out: list[float]) -> None:
 
 def measure(name: str, rounds: int, repeats: int) -> dict[str, Any]:
     """Medians (ms) of ember's and PyTorch's step of workload ``name`` and their ratio."""
-    em_fn, th_fn = ember_step(name), torch_step(name)
-    t_em: list[float] = []
-    t_th: list[float] = []
+    steps = (ember_step(name), torch_step(name))
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        _block(em_fn, repeats, t_em)
-        time.sleep(0.2)  # let idle worker threads of the other library stop spinning
-        _block(th_fn, repeats, t_th)
-        time.sleep(0.2)
-    m_em, m_th = statistics.median(t_em), statistics.median(t_th)
+        for fn, out in zip(steps, times):
+            _block(fn, repeats, out)
+            time.sleep(0.2)  # let idle worker threads of the other library stop spinning
+    m_em, m_th = (statistics.median(t) for t in times)
     return {
         "workload": name,
         "batch": _BATCH[name],
