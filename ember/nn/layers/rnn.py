@@ -102,10 +102,17 @@ class _Recurrent(Module):
             x = x.swap_dims(0, 1)  # (B, T, C) -> (T, B, C)
         batch = x.shape[1]
         nd = self.num_directions
+        shape = (self.num_layers * nd, batch, self.hidden_size)
         if init_state is None:
-            shape = (self.num_layers * nd, batch, self.hidden_size)
             zeros = Tensor.zeros(shape, device=x.device, dtype=x.dtype)
             init_state = (zeros,) * num_states
+        for s in init_state:
+            if tuple(s.shape) != shape:
+                raise ShapeError(
+                    f"{type(self).__name__}: expected initial states of shape (num_layers * "
+                    f"directions, B, hidden_size) = {shape}, got {s.shape}. Hint: states are "
+                    "batch-second even with batch_first, as in PyTorch."
+                )
         finals: list[list[Tensor]] = [[] for _ in range(num_states)]
         layer_in = x
         for layer in range(self.num_layers):

@@ -179,5 +179,7 @@ def test_bad_arguments_raise_clear_errors() -> None:
         nn.RNN(3, 4, nonlinearity="gelu")
     with pytest.raises(ShapeError, match="LSTMCell: expected an input"):
         nn.LSTMCell(3, 4)(em.Tensor.ones((2, 5)))
+    with pytest.raises(ShapeError, match="expected initial states of shape"):
+        nn.LSTM(3, 4, 2)(em.Tensor.ones((5, 2, 3)), (em.Tensor.ones((1, 2, 4)),) * 2)
     with pytest.raises(ShapeError, match="expected h of shape"):
         nn.GRUCell(3, 4)(em.Tensor.ones((2, 3)), em.Tensor.ones((3, 4)))
