@@ -41,7 +41,8 @@ def _consumed_error(node: Node) -> AutodiffError:
     return AutodiffError(
         f"backward: the graph was already consumed (op {name!r} ran its backward step in an "
         "earlier pass). Expected a graph built by a fresh forward; got one that backward already "
-        "went through. Recompute the forward pass before calling backward() again. A state "
+        "went through. Recompute the forward pass before calling backward() again, or pass "
+        "retain_graph=True to the earlier backward to keep the graph. A state "
         "carried from one step into the next (an RNN hidden state in truncated BPTT, a running "
         "sum) still links to the previous step's graph: carry state.detach() instead."
     )
