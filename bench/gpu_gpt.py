@@ -281,9 +281,11 @@ def run_ember(
     steps: int,
     strategy: Any = Strategy.Disabled,
     fused_ce: bool = False,
+    captured: bool = False,
 ) -> dict[str, Any]:
     """Step time and peak memory of the ember model under ``strategy`` (a budget measures its
-    graph's Disabled peak on the first, untimed step)."""
+    graph's Disabled peak on the first, untimed step); ``captured``: the step through
+    ``em.capture`` (warm-up and recording happen in the untimed calls)."""
     tdev = dev.b.device
     ad = dev.autodiff()
     if strategy != Strategy.Disabled:
@@ -294,6 +296,9 @@ def run_ember(
     idx = em.Tensor.from_data(idx_t.cpu().numpy(), device=dev)
     tgt = em.Tensor.from_data(tgt_t.cpu().numpy(), device=dev)
     step = ember_step(cfg, fused_ce)
+    if captured:
+        step = em.capture(step)
+        step(model, optim, idx, tgt)  # the warm-up call; the next one records
     state = {"model": model}
 
     def run() -> None:
@@ -458,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="alternating ember/eager rounds")
     p.add_argument("--tiny", action="store_true", help="tiny sizes, for a smoke run")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--captured", action="store_true", help="also the step through em.capture")
     p.add_argument("--compile-only", action="store_true", help="only the torch.compile runs")
     p.add_argument("--json", default=None)
     p.add_argument(
@@ -504,6 +510,10 @@ def main(argv: list[str] | None = None) -> int:
                     "ember": _guard(name, lambda c=cfg: run_ember(c, dev, w, n)),
                     "torch_eager": _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, False)),
                 }
+                if args.captured:
+                    pair["ember_captured"] = _guard(
+                        name, lambda c=cfg: run_ember(c, dev, w, n, captured=True)
+                    )
                 rounds.append(pair)
                 gc.collect()
             r.update(rounds[-1])
@@ -519,6 +529,14 @@ def main(argv: list[str] | None = None) -> int:
             if ratios:
                 r["ember_over_eager"] = round(statistics.median(ratios), 3)
                 r["ember_over_eager_per_round"] = [round(x, 3) for x in ratios]
+            cap = [
+                p["ember_captured"]["ms_median"] / p["torch_eager"]["ms_median"]
+                for p in rounds
+                if "ms_median" in p.get("ember_captured", {}) and "ms_median" in p["torch_eager"]
+            ]
+            if cap:
+                r["captured_over_eager"] = round(statistics.median(cap), 3)
+                r["captured_over_eager_per_round"] = [round(x, 3) for x in cap]
         else:
             for key, s in (("disabled", Strategy.Disabled), ("balanced", Strategy.Balanced)):
                 r[key] = _guard(name, lambda c=cfg, s=s: run_ember(c, dev, w, n, s))

@@ -64,7 +64,7 @@ def test_backward_uses_the_forward_mask() -> None:
 
 def test_drop_rate_and_scale() -> None:
     # v = ones: each output element is the kept weights' sum times 1 / (1 - p), mean 1
-    dev = em.Device.cuda(0)
+    dev = em.Device.cuda(0).autodiff()
     q = em.Tensor.zeros((4, 4, 256, 32), device=dev, dtype=em.bfloat16)
     v = em.Tensor.ones((4, 4, 256, 32), device=dev, dtype=em.bfloat16)
     em.seed(0)

@@ -109,6 +109,8 @@ def test_a_supplied_kernel_agrees_with_the_row_rule(
                 b.to_numpy(g), b.to_numpy(w), **tol, err_msg=f"{name} input {i} on {place}"
             )
     supplied = OPS[name].fused_backward in type(b).fused_backwards
+    if name == "attention" and place == "torch:cuda:0" and dtype is np.float64:
+        supplied = False  # no fused CUDA attention kernel takes float64: the exact rule runs
     assert (ran > 0) == supplied, (name, place, ran)  # a supplied kernel takes some case
 
 
