@@ -6,7 +6,9 @@
 class that declares ``memory_bound = True`` (and returns one tensor) is instead a recipe under a
 strategy that makes recipes: its forward reruns during backward (SEMANTICS.md §7). Under
 ``backward(create_graph=True)`` the backward runs on tracked tensors (saved inputs and outputs
-carry their graph), so a backward written with tensor ops is differentiable in turn.
+carry their graph; a saved intermediate of forward is a constant, as in PyTorch), so a backward
+written with tensor ops is differentiable in turn. A budget strategy neither drops nor counts what
+a kept Function node holds.
 
 A forward that returns a tuple records one node for the op plus one selector node per float
 output; the selectors hand their gradients to the op node as one ``_Pack``.
