@@ -67,7 +67,11 @@ def node(
     """
     if strategy.budgeted:
         return _budget.record(strategy, spec, parents, raws, out, attrs, b, saved)
-    recipe = (spec.saves_inputs or None not in parents) and not strategy.keeps(spec, parents)
+    recipe = (
+        (spec.saves_inputs or None not in parents)
+        and not spec.random  # a recompute would draw again: random outputs are kept
+        and not strategy.keeps(spec, parents)
+    )
     depth = 0
     if recipe:
         depth = _depth(parents)
