@@ -15,7 +15,9 @@ recomputable; a node with an untracked input its rule does not read cannot be.
 would hold if it dropped nothing, which it counts on every step. A graph is known by the op
 names and input shapes of its first ``SIGNATURE_NODES`` nodes (all of them in a smaller graph);
 the first step of an unknown one drops nothing (it measures), later steps of the same signature
-use the peak measured last.
+use the peak measured last. Each prefix of the signature is remembered, so a later step knows its
+limit from its first node on (a longer prefix that matches refines it), and its forward is
+bounded from the start, not only once ``SIGNATURE_NODES`` nodes are recorded.
 
 A budget below what the graph needs (residuals, constants, values with no recipe, once
 everything recomputable is dropped) raises ``AutodiffError`` naming that minimum when backward
@@ -41,10 +43,9 @@ if TYPE_CHECKING:
 
 SIGNATURE_NODES = 16  # nodes whose (op, input shapes) identify a graph for fraction budgets
 _PEAKS: dict[int, int] = {}  # graph signature -> Disabled peak of saved bytes (last measured)
-_MAX_PEAKS = 1024
+_MAX_PEAKS = 1024 * SIGNATURE_NODES
 _CHAIN_LOOKUP = 8  # levels of dropped ancestors a drop's cost counts
 _shape_of = attrgetter("shape")
-_CONST = 0  # holder id of untracked inputs and residuals (never dropped)
 
 
 class BudgetNode(ChainNode):
@@ -75,7 +76,12 @@ class Ledger:
     dropped (the ``Disabled`` peak of saved values, which only grows during a forward);
     ``peak`` the largest ``total`` after each record; ``needed`` the largest ``total`` left
     when nothing more could be dropped (the graph's minimum). ``limit`` is the budget in bytes
-    (``None`` while a fraction budget measures its first step).
+    (``None`` while a fraction budget measures its first step). During backward
+    (``recompute.Recompute``) each step's holdings are released (``forget``) and recomputed
+    values count too: ``step_peak`` is the largest held + recomputed total of the whole step,
+    ``evicted`` how many recomputed values were evicted to stay within ``limit`` (each is
+    recomputed again when a step asks for it, so a value is recomputed once per backward
+    unless the budget does not allow it).
     """
 
     __slots__ = (
@@ -85,11 +91,14 @@ class Ledger:
         "_seq",
         "count",
         "disabled",
+        "evicted",
         "limit",
         "merged",
         "needed",
         "peak",
+        "prefixes",
         "signature",
+        "step_peak",
         "strategy",
         "total",
     )
@@ -102,9 +111,12 @@ class Ledger:
         self.peak = 0
         self.needed = 0
         self.count = 0
+        self.evicted = 0  # recomputed values backward evicted to stay under the limit
+        self.step_peak = 0  # largest held + recomputed bytes over forward and backward
         self.signature = 0
+        self.prefixes: list[int] = []  # the signature after each of the first nodes
         self.merged: Ledger | None = None
-        # buffer key -> [bytes, holder ids]; holder 0: constants and residuals
+        # buffer key -> [bytes, holder ids]; holder -id: the constants and residuals of node id
         self._bufs: dict[tuple[str, int], list[Any]] = {}
         self._nodes: weakref.WeakValueDictionary[int, BudgetNode] = weakref.WeakValueDictionary()
         self._heap: list[tuple[float, int, int]] = []
@@ -142,6 +154,19 @@ class Ledger:
             n = self._nodes.get(other)
             if n is not None:
                 self.offer(n)
+
+    def forget(self, n: Node) -> None:
+        """``n``'s backward step ran: release what it held (its output, constants, residuals)."""
+        if n.output is not None:
+            self.release(n.id, n.output)
+        if n.inputs is not None:
+            for v in n.inputs:
+                if v is not None:
+                    self.release(-n.id, v)
+        saved = n.saved
+        if saved is not None:
+            for v in saved if type(saved) is tuple else (saved,):
+                self.release(-n.id, v)
 
     def _freed(self, n: BudgetNode) -> int:
         """Bytes dropping ``n``'s output would free (0 while another holder shares its buffer)."""
@@ -195,6 +220,7 @@ class Ledger:
         self.count += 1
         if self.count <= SIGNATURE_NODES:
             self.signature = hash((self.signature, spec.name, shapes))
+            self.prefixes.append(self.signature)
             self._learn()  # a smaller graph's key may match early; the full prefix decides
 
     def _learn(self) -> None:
@@ -209,7 +235,8 @@ class Ledger:
         small (nothing has changed yet)."""
         if len(_PEAKS) >= _MAX_PEAKS:
             _PEAKS.clear()
-        _PEAKS[self.signature] = self.disabled
+        for sig in self.prefixes:  # a later step learns its limit from its first node on
+            _PEAKS[sig] = self.disabled
         limit = self.limit
         if limit is not None and self.needed > limit:
             need = self.needed
@@ -328,7 +355,7 @@ def record(
     if reads_inputs:
         for p, r in zip(parents, raws):
             if p is None:
-                ledger.hold(_CONST, r)
+                ledger.hold(-n.id, r)
             elif type(p) is BudgetNode and p.output is None:
                 # a child's rule reads it: hold the value (again, if the budget had dropped it)
                 again = p.dropped
@@ -342,7 +369,7 @@ def record(
     )
     if saved is not None:
         for v in saved if type(saved) is tuple else (saved,):
-            ledger.hold(_CONST, v)
+            ledger.hold(-n.id, v)
     if held_output:
         ledger.hold(n.id, out)
         ledger.offer(n)

@@ -9,11 +9,15 @@ the node itself is never written to.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from ..autodiff.node import Node
 from ..ops.registry import run_forward
 from .budget import ledger_of
+from .report import _buffer
+
+_id = attrgetter("id")
 
 
 class Recompute:
@@ -30,21 +34,68 @@ class Recompute:
     the graph with an explicit stack, so deep chains hit no recursion limit.
     """
 
-    __slots__ = ("cache", "counts", "needed", "uses")
+    __slots__ = ("_bufs", "cache", "cached", "counts", "ledger", "needed", "uses")
 
     def __init__(self, children: dict[Node, int], root: Node) -> None:
         ledger = ledger_of(root)
         if ledger is not None:  # a budget: learn the graph's peak, or raise if it is too small
             ledger.finish()
+            if ledger.limit is None:
+                ledger = None  # a fraction budget's measuring step: nothing to bound
+        self.ledger = ledger
+        if ledger is not None:
+            ledger.step_peak = max(ledger.step_peak, ledger.peak)
         self.cache: dict[Node, Any] = {}
+        self.cached = 0  # bytes of the cache's buffers (each once)
+        self._bufs: dict[tuple[str, int], list[int]] = {}  # buffer key -> [bytes, entries]
         self.counts: dict[int, int] = {}  # node id -> times recomputed in this pass
         self.needed, self.uses = plan(children, root)
+
+    def _put(self, n: Node, v: Any, stack: list[Node]) -> None:
+        """Cache ``n``'s recomputed value; under a budget, evict cached values that are needed
+        latest (lowest ids: backward runs from the newest node down) while held + cached bytes
+        pass the limit. An evicted value is recomputed again when a step asks for it."""
+        self.cache[n] = v
+        key, nbytes = _buffer(v)
+        e = self._bufs.get(key)
+        if e is None:
+            self._bufs[key] = [nbytes, 1]
+            self.cached += nbytes
+        else:
+            e[1] += 1
+        led = self.ledger
+        if led is None:
+            return
+        limit: int = led.limit  # type: ignore[assignment]  # set: checked in __init__
+        if led.total + self.cached > limit:
+            keep = set(stack)
+            keep.add(n)
+            for m in stack:
+                keep.update(m.parents)  # type: ignore[arg-type]  # None is never cached
+            for m in sorted(self.cache, key=_id):
+                if led.total + self.cached <= limit:
+                    break
+                if m not in keep:
+                    self._pop(m)
+                    led.evicted += 1
+        led.step_peak = max(led.step_peak, led.peak, led.total + self.cached)
+
+    def _pop(self, n: Node) -> None:
+        v = self.cache.pop(n, None)
+        if v is None:
+            return
+        key, _ = _buffer(v)
+        e = self._bufs[key]
+        e[1] -= 1
+        if not e[1]:
+            del self._bufs[key]
+            self.cached -= e[0]
 
     def _release(self, n: Node) -> None:
         u = self.uses.get(n, 0) - 1
         self.uses[n] = u
         if u <= 0:
-            self.cache.pop(n, None)
+            self._pop(n)
 
     def value(self, n: Node) -> Any:
         """``n``'s output: kept, cached, or recomputed with its missing ancestors (iteratively)."""
@@ -83,12 +134,13 @@ class Recompute:
             out = run_forward(b, m.spec, args, m.attrs)
             if type(out) is not b.array_type:
                 out = b.asarray(out)
-            cache[m] = out
-            counts[m.id] = counts.get(m.id, 0) + 1
-            if m in self.needed:  # settle the claims this recompute held on its parents
+            times = counts.get(m.id, 0) + 1
+            counts[m.id] = times
+            self._put(m, out, stack)
+            if times == 1 and m in self.needed:  # settle the claims it held on its parents, once
                 for p in _fetched(m):
                     self._release(p)
-        return cache[n]
+        return out
 
     def step(self, n: Node, g: Any) -> Any:
         """Run ``n``'s backward rule on fetched values, then settle its claims."""
@@ -110,7 +162,9 @@ class Recompute:
             inputs = tuple(vals)
         result = spec.backward(View(n, inputs, output), g)
         self._settle_recompute(n)
-        self.cache.pop(n, None)
+        self._pop(n)
+        if self.ledger is not None:
+            self.ledger.forget(n)
         return result
 
     def skip(self, n: Node) -> None:
@@ -122,7 +176,9 @@ class Recompute:
         if spec.saves_output and n.recipe:
             self._release(n)
         self._settle_recompute(n)
-        self.cache.pop(n, None)
+        self._pop(n)
+        if self.ledger is not None:
+            self.ledger.forget(n)
 
     def _settle_recompute(self, n: Node) -> None:
         # a needed recipe node that was never recomputed will not be now: its claims lapse
