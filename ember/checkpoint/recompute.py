@@ -56,6 +56,9 @@ class Recompute:
         latest (lowest ids: backward runs from the newest node down) while held + cached bytes
         pass the limit. An evicted value is recomputed again when a step asks for it."""
         self.cache[n] = v
+        led = getattr(self, "ledger", None)  # higher.py builds providers without __init__
+        if led is None:
+            return
         key, nbytes = _buffer(v)
         e = self._bufs.get(key)
         if e is None:
@@ -63,10 +66,7 @@ class Recompute:
             self.cached += nbytes
         else:
             e[1] += 1
-        led = self.ledger
-        if led is None:
-            return
-        limit: int = led.limit  # type: ignore[assignment]  # set: checked in __init__
+        limit: int = led.limit
         if led.total + self.cached > limit:
             keep = set(stack)
             keep.add(n)
@@ -82,7 +82,7 @@ class Recompute:
 
     def _pop(self, n: Node) -> None:
         v = self.cache.pop(n, None)
-        if v is None:
+        if v is None or getattr(self, "ledger", None) is None:
             return
         key, _ = _buffer(v)
         e = self._bufs[key]
@@ -163,8 +163,9 @@ class Recompute:
         result = spec.backward(View(n, inputs, output), g)
         self._settle_recompute(n)
         self._pop(n)
-        if self.ledger is not None:
-            self.ledger.forget(n)
+        led = getattr(self, "ledger", None)
+        if led is not None:
+            led.forget(n)
         return result
 
     def skip(self, n: Node) -> None:
@@ -177,8 +178,9 @@ class Recompute:
             self._release(n)
         self._settle_recompute(n)
         self._pop(n)
-        if self.ledger is not None:
-            self.ledger.forget(n)
+        led = getattr(self, "ledger", None)
+        if led is not None:
+            led.forget(n)
 
     def _settle_recompute(self, n: Node) -> None:
         # a needed recipe node that was never recomputed will not be now: its claims lapse
