@@ -904,7 +904,7 @@ def scaled_dot_product_attention(
     keep = none
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     if dropout_p > 0.0 and bias is none:
-        if q._dev.b.attention_draws_dropout(q._raw, k._raw, v._raw, bool(is_causal)):
+        if q._hardware.b.attention_draws_dropout(q._raw, k._raw, v._raw, bool(is_causal)):
             # one fused kernel draws the mask from the device's generator and its backward
             # draws it again: no (*, L, S) mask tensor (the row is never recomputed)
             attrs = {"scale": s, "is_causal": bool(is_causal), "dropout_p": float(dropout_p)}
