@@ -396,7 +396,8 @@ def conv2d(
         weight: (O, C / groups, kh, kw).
         bias: (O,), or None.
         stride, padding, dilation: An int or a pair; padding may also be "valid" or "same"
-            ("same" needs stride 1 and an even total padding dilation * (k - 1)).
+            ("same" needs stride 1; an odd dilation * (k - 1) pads one more row / column at
+            the bottom / right, as PyTorch).
         groups: Input and output channels split into this many independent groups.
 
     Returns:
@@ -410,6 +411,9 @@ def conv2d(
     dil = _pair(op, "dilation", dilation, 1)
     kernel = (weight.shape[2], weight.shape[3])
     pad = _conv_padding(op, padding, kernel, st, dil)
+    extra = _same_extra(padding, kernel, dil)
+    if extra != (0, 0):
+        x = _pad_input(x, (0, extra[1], 0, extra[0]))
     groups = _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
     _check_span(op, (x.shape[2], x.shape[3]), kernel, pad, dil)
     b = _conv_bias(op, x, bias, weight.shape[0])
@@ -426,13 +430,23 @@ def _conv_padding(op: str, padding: Any, kernel: Pair, stride: Pair, dil: Pair) 
         return (0, 0)
     if padding == "same":
         total = (dil[0] * (kernel[0] - 1), dil[1] * (kernel[1] - 1))
-        if stride != (1, 1) or total[0] % 2 or total[1] % 2:
+        if stride != (1, 1):
             raise ShapeError(
-                f"{op}: padding='same' needs stride 1 and an even dilation * (kernel - 1), got "
-                f"stride {stride}, kernel {kernel}, dilation {dil}. Pad explicitly instead."
+                f"{op}: padding='same' needs stride 1, got stride {stride} (kernel {kernel}, "
+                f"dilation {dil}). Pad explicitly instead."
             )
         return (total[0] // 2, total[1] // 2)
     raise ShapeError(f"{op}: expected padding 'valid', 'same', an int or a pair, got {padding!r}.")
+
+
+_pad_input = pad  # F.pad, under a name the conv functions' local ``pad`` does not shadow
+
+
+def _same_extra(padding: Any, kernel: Pair, dil: Pair) -> Pair:
+    """The one extra bottom / right row of padding='same' with an odd total (as PyTorch)."""
+    if padding != "same":
+        return (0, 0)
+    return (dil[0] * (kernel[0] - 1) % 2, dil[1] * (kernel[1] - 1) % 2)
 
 
 def _check_output(
@@ -490,6 +504,8 @@ def conv1d(
     # checked here, then the conv2d row runs directly, so that errors name conv1d
     groups = _check_groups(op, x.shape[1], weight.shape[0], weight.shape[1], groups)
     p1 = _conv_padding(op, pad, (1, weight.shape[2]), (1, st), (1, dil))
+    if _same_extra(pad, (1, weight.shape[2]), (1, dil))[1]:
+        x = _pad_input(x, (0, 1))
     _check_span(op, (1, x.shape[2]), (1, weight.shape[2]), p1, (1, dil))
     b = _conv_bias(op, x, bias, weight.shape[0])
     _check_output(
