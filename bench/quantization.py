@@ -116,7 +116,10 @@ def matmul(args: argparse.Namespace) -> None:
     a = em.tensor(rng.normal(size=(n, n)).astype(np.float32), device=dev)
     b = em.tensor(rng.normal(size=(n, n)).astype(np.float32), device=dev)
     qa = a.quantize(em.QuantScheme(granularity=("channel", 0)))  # per row of the left
-    qb = b.quantize(em.QuantScheme(granularity=("channel", 1)))  # per column of the right
+    # the right operand as a quantized weight is used (x @ W.T): the transpose of a row-major
+    # (N, K) int8 weight, per output channel, so the kernel reads it column-major with no copy
+    bt = em.tensor(b.T.to_numpy().copy(), device=dev)  # (N, K), row-major
+    qb = bt.quantize(em.QuantScheme(granularity=("channel", 0))).T
     a16, b16 = a.cast(em.bfloat16), b.cast(em.bfloat16)
     bk = dev.b
     va, vb = qa._values._raw, qb._values._raw
