@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..._core.device import Device
 from ..._core.tensor import Tensor
 from ...dtype import DType, float32
@@ -19,6 +21,22 @@ def _pair(op: str, v: int | tuple[int, ...], n: int) -> tuple[int, ...]:
     return t
 
 
+def _padding(
+    op: str, v: str | int | tuple[int, ...], n: int, stride: tuple[int, ...], transposed: bool
+) -> str | tuple[int, ...]:
+    """``"same"`` / ``"valid"`` kept as given (as PyTorch), else an n-tuple of ints."""
+    if not isinstance(v, str):
+        return _pair(op, v, n)
+    if transposed or v not in ("same", "valid"):
+        allowed = "an int or a tuple" if transposed else "'same', 'valid', an int or a tuple"
+        raise ShapeError(f"{op}: expected padding {allowed} of {n} ints, got {v!r}.")
+    if v == "same" and any(s != 1 for s in stride):
+        raise ShapeError(
+            f"{op}: padding='same' needs stride 1, got stride {stride}. Pad explicitly instead."
+        )
+    return v
+
+
 class _ConvNd(Module):
     def __init__(
         self,
@@ -28,7 +46,7 @@ class _ConvNd(Module):
         out_channels: int,
         kernel_size: int | tuple[int, ...],
         stride: int | tuple[int, ...],
-        padding: int | tuple[int, ...],
+        padding: str | int | tuple[int, ...],
         dilation: int | tuple[int, ...],
         groups: int,
         bias: bool,
@@ -45,7 +63,7 @@ class _ConvNd(Module):
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _pair(op, kernel_size, n)
         self.stride = _pair(op, stride, n)
-        self.padding = _pair(op, padding, n)
+        self.padding = _padding(op, padding, n, self.stride, transposed)
         self.dilation = _pair(op, dilation, n)
         if transposed:
             shape = (in_channels, out_channels // groups, *self.kernel_size)
@@ -82,7 +100,7 @@ class Conv1d(_ConvNd):
         out_channels: int,
         kernel_size: int,
         stride: int = 1,
-        padding: int = 0,
+        padding: str | int = 0,
         dilation: int = 1,
         groups: int = 1,
         bias: bool = True,
@@ -97,7 +115,8 @@ class Conv1d(_ConvNd):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv1d(
-            x, self.weight.val(), self._bias(), self.stride[0], self.padding[0],
+            x, self.weight.val(), self._bias(), self.stride[0],
+            self.padding if isinstance(self.padding, str) else self.padding[0],
             self.dilation[0], self.groups,
         )  # fmt: skip
 
@@ -105,7 +124,9 @@ class Conv1d(_ConvNd):
 class Conv2d(_ConvNd):
     """2-D convolution; weight ``[out, in / groups, kh, kw]``.
 
-    Shapes: ``(B, C_in, H, W) -> (B, C_out, H', W')``.
+    Shapes: ``(B, C_in, H, W) -> (B, C_out, H', W')``. ``padding`` is ``"same"`` (stride 1;
+    an odd total pads the extra row / column at the bottom / right), ``"valid"``, an int or a
+    pair, as PyTorch; a string is kept as given in ``self.padding``.
 
     Example:
         >>> Conv2d(3, 8, 3, padding=1)(Tensor.ones((2, 3, 16, 16))).shape
@@ -118,7 +139,7 @@ class Conv2d(_ConvNd):
         out_channels: int,
         kernel_size: int | tuple[int, int],
         stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] = 0,
+        padding: str | int | tuple[int, int] = 0,
         dilation: int | tuple[int, int] = 1,
         groups: int = 1,
         bias: bool = True,
@@ -167,7 +188,9 @@ class ConvTranspose2d(_ConvNd):
         self.output_padding = _pair("ConvTranspose2d", output_padding, 2)
 
     def forward(self, x: Tensor) -> Tensor:
+        # _padding refuses a string for a transposed layer
+        pad = cast(tuple[int, ...], self.padding)
         return F.conv_transpose2d(
-            x, self.weight.val(), self._bias(), self.stride, self.padding, self.output_padding,
+            x, self.weight.val(), self._bias(), self.stride, pad, self.output_padding,
             self.groups, self.dilation,
         )  # fmt: skip
