@@ -228,9 +228,50 @@ def _index_loss(
     return _in_dtype(total / valid if valid else total * float("nan"), x)
 
 
+def _class_weight(op: str, x: Tensor, weight: Any) -> Tensor:
+    """``weight`` as a (C,) tensor of ``x``'s dtype on ``x``'s device."""
+    w = _float(op, weight, "weight")
+    c = x.shape[0] if len(x.shape) == 1 else x.shape[1]
+    if w.shape != (c,):
+        raise ShapeError(
+            f"{op}: expected a per-class weight of shape ({c},) for input {x.shape}, got "
+            f"{w.shape}. Pass one float per class."
+        )
+    _operands(op, x, w)
+    return w if w.dtype is x.dtype else w.cast(x.dtype)
+
+
+def _weighted_index_loss(
+    op: str,
+    logp: Tensor,
+    target: Tensor,
+    w: Tensor,
+    ignore_index: int,
+    reduction: str,
+    eps: float,
+) -> Tensor:
+    """PyTorch's class-weighted NLL of (R, C) log-probabilities, composed from tensor ops.
+
+    Per row: (1 - eps) w[y] (-logp[y]) + eps / C sum_c w_c (-logp[c]), 0 on ignored rows;
+    "mean" divides the sum by sum of w[y] over rows that are not ignored.
+    """
+    c = logp.shape[1]
+    classes = Tensor.arange(c, device=target.device.without_autodiff())
+    hot = (target.unsqueeze_dim(1) == classes).cast(logp.dtype)
+    keep = (target != ignore_index).cast(logp.dtype)
+    wy = (hot * w).sum(1) * keep
+    loss = -(hot * w * logp).sum(1) * keep
+    if eps:
+        loss = loss * (1.0 - eps) - (w * logp).sum(1) * keep * (eps / c)
+    if reduction == "mean":
+        return loss.sum() / wy.sum()
+    return loss
+
+
 def cross_entropy(
     input: Tensor,
     target: Tensor,
+    weight: Tensor | None = None,
     *,
     ignore_index: int = -100,
     reduction: str = "mean",
@@ -249,6 +290,10 @@ def cross_entropy(
         ignore_index: Rows with this label add nothing and are left out of the mean.
         reduction: "mean", "sum" or "none" (then shape (N,) or (N, d1, ...)).
         label_smoothing: Mix the target with the uniform distribution: (1 - eps) t + eps / C.
+        weight: Per-class float weights (C,), or None. As PyTorch: each class's term is scaled
+            by its weight, and "mean" over class indices divides by the sum of w[target] over
+            the rows not ignored (over probabilities, by the row count). Composed from tensor
+            ops (the fused row runs when weight is None).
 
     Example:
         >>> round(cross_entropy(em.Tensor.zeros((2, 3)), em.tensor([0, 2])).item(), 4)
@@ -261,26 +306,76 @@ def cross_entropy(
     label_smoothing = checks.float_arg(op, "label_smoothing", label_smoothing)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ShapeError(f"{op}: expected 0 <= label_smoothing <= 1, got {label_smoothing}.")
+    w = None if weight is None else _class_weight(op, x, weight)
     if target.dtype.is_float and target.shape == x.shape:
         t = target if target.dtype is x.dtype else target.cast(x.dtype)
         rows, tr, out_shape = _rows(op, x, t, soft=True)
+        if w is not None:
+            c = rows.shape[1]
+            smooth = tr * (1.0 - label_smoothing) + label_smoothing / c
+            loss = -(smooth * w * _log_softmax(rows)).sum(1)
+            return _in_dtype(_reduce(loss.reshape(out_shape), reduction), x)
         loss = apply(OPS["cross_entropy_soft"], (rows, tr), {"label_smoothing": label_smoothing})
         return _in_dtype(_reduce(loss.reshape(out_shape), reduction), x)
     _class_target(op, x, target)
+    if w is not None:
+        return _class_weighted(op, x, target, w, ignore_index, reduction, label_smoothing, True)
     attrs = {"label_smoothing": float(label_smoothing)}
     return _index_loss(op, "cross_entropy", x, target, ignore_index, reduction, attrs)
 
 
+def _log_softmax(rows: Tensor) -> Tensor:
+    from .functional import log_softmax  # functional imports this module
+
+    return log_softmax(rows, 1)
+
+
+def _class_weighted(
+    op: str,
+    x: Tensor,
+    target: Tensor,
+    w: Tensor,
+    ignore_index: int,
+    reduction: str,
+    eps: float,
+    scores: bool,
+) -> Tensor:
+    """The class-weighted loss of index targets (``scores``: x holds logits, not log-probs)."""
+    rows, t, out_shape = _rows(op, x, target, soft=False)
+    ignore_index = checks.int_arg(op, "ignore_index", ignore_index, lo=-(1 << 63), hi=(1 << 63) - 1)
+    valid = _index_range(op, t, rows.shape[1], ignore_index)
+    logp = _log_softmax(rows) if scores else rows
+    if valid == 0 and reduction == "mean":  # every row ignored: NaN, zero gradients (PyTorch)
+        return _in_dtype(
+            _weighted_index_loss(op, logp, t, w, ignore_index, "sum", eps).sum() * 0.0
+            + float("nan"),
+            x,
+        )
+    loss = _weighted_index_loss(op, logp, t, w, ignore_index, reduction, eps)
+    if reduction == "none":
+        return _in_dtype(loss.reshape(out_shape), x)
+    return _in_dtype(loss if reduction == "mean" else loss.sum(), x)
+
+
 def nll_loss(
-    input: Tensor, target: Tensor, *, ignore_index: int = -100, reduction: str = "mean"
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
 ) -> Tensor:
     """Negative log-likelihood: -input[i, target[i]] from log-probabilities (N, C) or
-    (N, C, d1, ...) and int class indices (N,) or (N, d1, ...)."""
+    (N, C, d1, ...) and int class indices (N,) or (N, d1, ...); ``weight`` (C,) scales each
+    class's term and "mean" divides by the sum of w[target] over rows not ignored (PyTorch)."""
     op = "nll_loss"
     x = _float(op, input)
     target = _tensor(op, target, "target")
     _reduction(op, reduction)
     _class_target(op, x, target)
+    if weight is not None:
+        w = _class_weight(op, x, weight)
+        return _class_weighted(op, x, target, w, ignore_index, reduction, 0.0, False)
     return _index_loss(op, "nll_loss", x, target, ignore_index, reduction, {})
 
 
