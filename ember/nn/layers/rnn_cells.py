@@ -26,7 +26,13 @@ class _Cell(Module):
     gates = 1
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool, device: Device | None, dtype: DType
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
     ) -> None:
         super().__init__()
         self.input_size, self.hidden_size, self.has_bias = input_size, hidden_size, bias
@@ -88,17 +94,6 @@ class LSTMCell(_Cell):
 
     gates = 4
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        bias: bool = True,
-        *,
-        device: Device | None = None,
-        dtype: DType = float32,
-    ) -> None:
-        super().__init__(input_size, hidden_size, bias, device, dtype)
-
     def forward(
         self, x: Tensor, state: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, Tensor]:
@@ -120,17 +115,6 @@ class GRUCell(_Cell):
     ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))`` and ``h' = (1 - z) * n + z * h``."""
 
     gates = 3
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        bias: bool = True,
-        *,
-        device: Device | None = None,
-        dtype: DType = float32,
-    ) -> None:
-        super().__init__(input_size, hidden_size, bias, device, dtype)
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> Tensor:
         x, unbatched = self._batched(x)
@@ -162,7 +146,7 @@ class RNNCell(_Cell):
                 f"RNNCell: expected nonlinearity 'tanh' or 'relu', got {nonlinearity!r}. "
                 "Hint: other activations need a custom cell."
             )
-        super().__init__(input_size, hidden_size, bias, device, dtype)
+        super().__init__(input_size, hidden_size, bias, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> Tensor:
