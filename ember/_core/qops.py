@@ -87,7 +87,7 @@ def _as(t: Tensor, dt: Any) -> Tensor:
 
 
 def _int_product(a: QuantizedTensor, b: QuantizedTensor) -> Tensor:
-    """int8 x int8 -> int32 sums (the backend's ``int8_matmul``) scaled to float."""
+    """int8 x int8 -> int32 sums scaled to float32 (the backend's ``int8_matmul_scaled``)."""
     from .dispatch import wrap
 
     va, vb = a._values, b._values
@@ -99,8 +99,8 @@ def _int_product(a: QuantizedTensor, b: QuantizedTensor) -> Tensor:
             ".to_device(device)."
         )
     dev = va._hardware
-    sums = wrap(type(va), dev.b.int8_matmul(va._data, vb._data), dev)
-    out = sums.cast(float32) * (a._scales * b._scales)
+    sa, sb = a._scales._data, b._scales._data
+    out = wrap(type(va), dev.b.int8_matmul_scaled(va._data, vb._data, sa, sb), dev)
     dt = promote(a._float, b._float)
     out = out if dt is float32 else out.cast(dt)
     strategy = a._strategy or b._strategy

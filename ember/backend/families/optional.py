@@ -83,6 +83,15 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
         out = lin.matmul(self.cast(a, float64), self.cast(b, float64))
         return self.cast(out, int32)
 
+    def int8_matmul_scaled(self, a: Raw, b: Raw, scale_a: Raw, scale_b: Raw) -> Raw:
+        """float32 ``int8_matmul(a, b) * (scale_a * scale_b)`` for float32 scales ``scale_a``
+        (M, 1) or (1, 1) and ``scale_b`` (1, N) or (1, 1): a product of two quantized matrices.
+        Backends with an int8 GEMM apply the scales in its epilogue."""
+        from ...dtype import float32
+
+        sums = self.cast(self.int8_matmul(a, b), float32)
+        return self.asarray(self.mul(sums, self.mul(scale_a, scale_b)))
+
     def clip_norm_many(
         self, grads: list[Raw], max_norm: float, eps: float
     ) -> tuple[list[Raw], Raw]:

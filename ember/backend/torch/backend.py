@@ -362,6 +362,13 @@ class TorchBackend(Backend):
         out = torch._int_mm(a.contiguous(), _column_major(b))
         return out[:m, :n] if pm or pn else out
 
+    def int8_matmul_scaled(self, a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor) -> Tensor:
+        """float32 ``(a @ b) * (scale_a * scale_b)``; the scales applied in the epilogue of the
+        Triton GEMM where it takes the product (one pass: no int32 result to re-read)."""
+        if _int8.available(a, b):
+            return _int8.int8_gemm(a, _column_major(b), scale_a, scale_b)
+        return self.int8_matmul(a, b).to(torch.float32) * (scale_a * scale_b)
+
     def linear(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
         """x @ w^T + b as one addmm; a 0-d ``b`` means no bias."""
         return torch.nn.functional.linear(x, w, b if b.ndim else None)
