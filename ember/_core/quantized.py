@@ -458,14 +458,23 @@ def _scales(groups: Tensor, scheme: QuantScheme) -> tuple[Tensor, Tensor | None]
         return ones, (ones.cast(int32) * 0 if scheme.is_affine else None)
     if not scheme.is_affine:
         amax = groups.abs().max_dim(1).reshape((-1,))
-        s = amax / 127.0
+        s = amax / _exactly(127.0, amax)
         return s.mask_fill(amax == 0.0, 1.0), None
     lo = groups.min_dim(1).reshape((-1,)).clamp_max(0.0)
     hi = groups.max_dim(1).reshape((-1,)).clamp_min(0.0)
-    s = (hi - lo) / 255.0
+    s = (hi - lo) / _exactly(255.0, hi)
     s = s.mask_fill(s == 0.0, 1.0)
     z = (-128.0 - (lo / s).round()).clamp(-128, 127).cast(int32)
     return s, z
+
+
+def _exactly(d: float, like: Tensor) -> Tensor:
+    """``d`` as a 0-d tensor on ``like``'s device: division by it is correctly rounded on every
+    backend (torch's CUDA kernels multiply by the reciprocal of a Python-number divisor, which
+    can be an ulp off, and the scales would differ from NumPy's)."""
+    from .tensor import Tensor
+
+    return Tensor.full((), d, dtype=like.dtype, device=like._hardware)
 
 
 class QuantizeMethods:
