@@ -28,7 +28,7 @@ def run_eager(
 ) -> tuple[Any, list[str]]:
     """``fn(*args, **kwargs)`` under the guard; returns the result and the host reads noted
     (``note=True``; otherwise the first host read raises ``CaptureError``). On a CUDA device the
-    call runs on a side stream (a warm-up before recording, as CUDA graphs want)."""
+    call runs on the device's capture stream (a warm-up before recording, as CUDA graphs want)."""
     with _side_stream(device), guarded(name, note=note) as reads:
         out = fn(*args, **kwargs)
     return out, reads.ops
@@ -44,11 +44,26 @@ def _side_stream(device: Device | None) -> Iterator[None]:
 
     index = cast(Any, device.b).rng.device  # the torch backend's generator: its device
     main = torch.cuda.current_stream(index)
-    side = torch.cuda.Stream(device=index)
+    side = capture_stream(index)
     side.wait_stream(main)
     with torch.cuda.stream(side):
         yield
     main.wait_stream(side)
+
+
+_STREAMS: dict[Any, Any] = {}
+
+
+def capture_stream(index: Any) -> Any:
+    """The one side stream per CUDA device that warm-ups and recordings run on. One stream, not
+    a new one per call: cuBLAS keeps a workspace per stream (32 MiB on an H200), so every new
+    stream would add one to the step's peak."""
+    import torch
+
+    s = _STREAMS.get(index)
+    if s is None:
+        s = _STREAMS[index] = torch.cuda.Stream(device=index)
+    return s
 
 
 def warn_eager(name: str, ops: list[str]) -> None:

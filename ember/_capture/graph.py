@@ -30,6 +30,7 @@ from ..dtype import float32, float64, int64
 from ..errors import CaptureError
 from ..nn.module import Module
 from ..optim.base import Optimizer
+from .eager import capture_stream
 from .guard import guarded
 from .signature import Leaves, Spec, rebuild
 from .state import StateSlots
@@ -64,7 +65,7 @@ class CudaGraph:
         rng = cast(Any, device.b).rng  # the torch backend's generator (dropout draws from it)
         if register is not None and rng is not torch.cuda.default_generators[rng.device.index]:
             register(rng)
-        side = torch.cuda.Stream(device=rng.device)
+        side = capture_stream(rng.device)  # the warm-up's stream: its cuBLAS workspace is reused
         side.wait_stream(torch.cuda.current_stream(rng.device))
         with torch.cuda.graph(g, stream=side):
             out = thunk()
