@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     conv,
     division,
     elementwise,
+    gru,
     index,
     layout,
     linalg,

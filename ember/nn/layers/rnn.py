@@ -1,7 +1,8 @@
 """Recurrent layers: LSTM, GRU and RNN with PyTorch's parameter names, gate order and init.
 
-LSTM runs each layer and direction as one ``lstm_seq`` row (``ember/ops/rnn.py``): one GEMM for
-the input projection of every step, the recurrence in one row call forward and backward.
+Each layer and direction runs as one whole-sequence row (``lstm_seq``, ``gru_seq``, ``rnn_seq``
+in ``ember/ops/``): one GEMM for the input projection of every step, then the recurrence in one
+row call forward and backward.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from ..module import Module
 from ..param import Param
 
 State = tuple[Tensor, ...]
-_LSTM_SEQ = OPS["lstm_seq"]
+_LSTM_SEQ, _GRU_SEQ, _RNN_SEQ = OPS["lstm_seq"], OPS["gru_seq"], OPS["rnn_seq"]
 
 
 class _Recurrent(Module):
-    """Shared machinery: parameters per layer and direction, and the loop over time steps."""
+    """Shared machinery: parameters per layer and direction, the loop over layers, checks."""
 
     gates = 1
 
@@ -32,13 +33,14 @@ class _Recurrent(Module):
         self,
         input_size: int,
         hidden_size: int,
-        num_layers: int,
-        bias: bool,
-        batch_first: bool,
-        bidirectional: bool,
-        device: Device | None,
-        dtype: DType,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
         dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        device: Device | None = None,
+        dtype: DType = float32,
     ) -> None:
         super().__init__()
         if not 0.0 <= dropout < 1.0:
@@ -74,23 +76,20 @@ class _Recurrent(Module):
             return w_ih, w_hh
         return w_ih, w_hh, d[f"bias_ih_{s}"].val(), d[f"bias_hh_{s}"].val()
 
-    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
-        raise NotImplementedError(f"{type(self).__name__}._cell: subclasses define the cell.")
-
     def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
         """One layer and direction over the sequence: ``(T, B, H)`` outputs, final state."""
+        raise NotImplementedError(f"{type(self).__name__}._layer: subclasses run their row.")
+
+    def _projected(
+        self, x: Tensor, layer: int, direction: int, fold_bias: bool
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``(xw, w_hh, b_hh)``: ``xw = x W_ih^T + b_ih`` ``(T, B, gates * H)`` for all steps in
+        one GEMM, ``b_hh`` added into it (and returned as None) when ``fold_bias``."""
         w = self._weights(layer, direction)
         b_ih, b_hh = (w[2], w[3]) if len(w) == 4 else (None, None)
-        xw = F.linear(x, w[0], b_ih)  # (T, B, gates * H), all steps at once
-        w_hh_t = w[1].transpose()
-        ys: list[Tensor] = []
-        order = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
-        for t in order:
-            state = self._cell(xw[t], state, w_hh_t, b_hh)
-            ys.append(state[0])
-        if direction:
-            ys.reverse()
-        return Tensor.stack(ys, 0), state
+        if fold_bias and b_ih is not None and b_hh is not None:
+            b_ih, b_hh = b_ih + b_hh, None
+        return F.linear(x, w[0], b_ih), w[1], b_hh
 
     def _run(self, x: Tensor, init_state: State | None, num_states: int) -> tuple[Tensor, State]:
         if x.ndim != 3 or x.shape[-1] != self.input_size:
@@ -140,6 +139,8 @@ class _Recurrent(Module):
 class LSTM(_Recurrent):
     """Long short-term memory, gates ``i, f, g, o`` stacked in ``weight_ih_l{k}`` ``[4H, in]``.
 
+    ``LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+    bidirectional=False, *, device=None, dtype=float32)``, PyTorch's positional order.
     Returns ``(output, (h_n, c_n))`` like ``torch.nn.LSTM``; ``bidirectional`` adds
     ``*_reverse`` parameters and concatenates both directions' outputs; ``dropout`` zeroes the
     inputs of every layer but the first while training.
@@ -155,52 +156,12 @@ class LSTM(_Recurrent):
 
     gates = 4
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        *,
-        device: Device | None = None,
-        dtype: DType = float32,
-    ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            bidirectional,
-            device,
-            dtype,
-            dropout,
-        )
-
     def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
-        w = self._weights(layer, direction)
-        bias = w[2] + w[3] if len(w) == 4 else None
-        xw = F.linear(x, w[0], bias)  # (T, B, 4H): every step's input projection in one GEMM
-        y = apply(_LSTM_SEQ, (xw, w[1], state[0], state[1]), {"reverse": bool(direction)})
+        xw, w_hh, _ = self._projected(x, layer, direction, fold_bias=True)
+        y = apply(_LSTM_SEQ, (xw, w_hh, state[0], state[1]), {"reverse": bool(direction)})
         hid = self.hidden_size
         last = 0 if direction else x.shape[0] - 1
         return y[:, :, :hid], (y[last, :, :hid], y[last, :, hid:])
-
-    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
-        h, c = state
-        hid = self.hidden_size
-        z = xw + h @ w_hh_t
-        if b_hh is not None:
-            z = z + b_hh
-        gi = F.sigmoid(z[:, :hid])
-        gf = F.sigmoid(z[:, hid : 2 * hid])
-        gg = z[:, 2 * hid : 3 * hid].tanh()
-        go = F.sigmoid(z[:, 3 * hid :])
-        c = gf * c + gi * gg
-        return go * c.tanh(), c
 
     def forward(
         self, x: Tensor, state: tuple[Tensor, Tensor] | None = None
@@ -213,46 +174,19 @@ class GRU(_Recurrent):
     """Gated recurrent unit, gates ``r, z, n`` stacked in ``weight_ih_l{k}`` ``[3H, in]``.
 
     ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``, ``h' = (1 - z) * n + z * h``.
-    Returns ``(output, h_n)`` like ``torch.nn.GRU``; shapes as for ``LSTM``.
+    Arguments as ``LSTM``'s; returns ``(output, h_n)`` like ``torch.nn.GRU``, shapes as for
+    ``LSTM``.
     """
 
     gates = 3
 
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        *,
-        device: Device | None = None,
-        dtype: DType = float32,
-    ) -> None:
-        super().__init__(
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            bidirectional,
-            device,
-            dtype,
-            dropout,
-        )
-
-    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
-        (h,) = state
-        hid = self.hidden_size
-        hw = h @ w_hh_t
-        if b_hh is not None:
-            hw = hw + b_hh
-        r = F.sigmoid(xw[:, :hid] + hw[:, :hid])
-        z = F.sigmoid(xw[:, hid : 2 * hid] + hw[:, hid : 2 * hid])
-        n = (xw[:, 2 * hid :] + r * hw[:, 2 * hid :]).tanh()
-        return (n + z * (h - n),)
+    def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        # b_hh stays out of xw: the reset gate scales b_hn
+        xw, w_hh, b_hh = self._projected(x, layer, direction, fold_bias=False)
+        if b_hh is None:
+            b_hh = Tensor.zeros((), device=x.device, dtype=x.dtype)  # the row's "no bias"
+        y = apply(_GRU_SEQ, (xw, w_hh, b_hh, state[0]), {"reverse": bool(direction)})
+        return y, (y[0 if direction else x.shape[0] - 1],)
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         out, (h,) = self._run(x, None if state is None else (state,), 1)
@@ -262,7 +196,8 @@ class GRU(_Recurrent):
 class RNN(_Recurrent):
     """Elman recurrent layer: ``h' = act(W_ih x + b_ih + W_hh h + b_hh)``, ``act`` tanh or relu.
 
-    Returns ``(output, h_n)`` like ``torch.nn.RNN``; parameters, shapes and ``dropout`` as for
+    ``RNN(input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, ...)`` as
+    ``torch.nn.RNN``. Returns ``(output, h_n)``; parameters, shapes and ``dropout`` as for
     ``LSTM`` (one gate: ``weight_ih_l{k}`` ``[H, in]``).
     """
 
@@ -293,18 +228,18 @@ class RNN(_Recurrent):
             num_layers,
             bias,
             batch_first,
-            bidirectional,
-            device,
-            dtype,
             dropout,
+            bidirectional,
+            device=device,
+            dtype=dtype,
         )
         self.nonlinearity = nonlinearity
 
-    def _cell(self, xw: Tensor, state: State, w_hh_t: Tensor, b_hh: Tensor | None) -> State:
-        z = xw + state[0] @ w_hh_t
-        if b_hh is not None:
-            z = z + b_hh
-        return (z.tanh() if self.nonlinearity == "tanh" else F.relu(z),)
+    def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        xw, w_hh, _ = self._projected(x, layer, direction, fold_bias=True)
+        attrs = {"reverse": bool(direction), "nonlinearity": self.nonlinearity}
+        y = apply(_RNN_SEQ, (xw, w_hh, state[0]), attrs)
+        return y, (y[0 if direction else x.shape[0] - 1],)
 
     def forward(self, x: Tensor, state: Tensor | None = None) -> tuple[Tensor, Tensor]:
         out, (h,) = self._run(x, None if state is None else (state,), 1)
