@@ -28,6 +28,9 @@ from .layers import GRUCell as GRUCell
 from .layers import Hardsigmoid as Hardsigmoid
 from .layers import Hardswish as Hardswish
 from .layers import Identity as Identity
+from .layers import InstanceNorm1d as InstanceNorm1d
+from .layers import InstanceNorm2d as InstanceNorm2d
+from .layers import InstanceNorm3d as InstanceNorm3d
 from .layers import LayerNorm as LayerNorm
 from .layers import LeakyReLU as LeakyReLU
 from .layers import Linear as Linear

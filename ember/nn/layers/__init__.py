@@ -21,6 +21,9 @@ from .container import Sequential as Sequential
 from .conv import Conv1d as Conv1d
 from .conv import Conv2d as Conv2d
 from .conv import ConvTranspose2d as ConvTranspose2d
+from .instance_norm import InstanceNorm1d as InstanceNorm1d
+from .instance_norm import InstanceNorm2d as InstanceNorm2d
+from .instance_norm import InstanceNorm3d as InstanceNorm3d
 from .linear import Embedding as Embedding
 from .linear import Linear as Linear
 from .multihead import MultiheadAttention as MultiheadAttention
