@@ -1,12 +1,11 @@
-"""LSTM language-model training step (issue 19): ember vs the same model in PyTorch.
+"""LSTM and GRU language-model training steps (issue 19): ember vs the same model in PyTorch.
 
 The model is PyTorch's word-language-model example at its defaults but a 1000-word vocabulary
-(so the recurrence, not the decoder, is what is measured): Embedding(1000, 200) -> LSTM(200,
-200, 2 layers) -> Linear(200, 1000), sequence 35, batch 20, cross-entropy, one Adam step.
+(so the recurrence, not the decoder, is what is measured): Embedding(1000, 200) -> LSTM or GRU
+(200, 200, 2 layers) -> Linear(200, 1000), sequence 35, batch 20, cross-entropy, one Adam step.
 Timed on ember's NumPy backend and its torch CPU backend (and CUDA when present) against
 PyTorch on the same hardware, in alternating rounds; rows give medians (ms) and
-``ratio = ember / torch``. ``--loop`` also times ember's per-step cell loop (the path LSTM took
-before the whole-sequence ``lstm_seq`` row) as a reference.
+``ratio = ember / torch``. ``--models`` picks the recurrent layers (default both).
 
     taskset -c 1 python bench/rnn.py --threads 1 --rounds 5
 """
@@ -32,8 +31,8 @@ def _batch() -> tuple[Any, Any]:
     return rng.integers(0, VOCAB, size=(STEPS, BATCH)), rng.integers(0, VOCAB, size=(STEPS, BATCH))
 
 
-def ember_step(device: Any) -> Step:
-    """One Adam step of the ember LSTM LM on ``device``."""
+def ember_step(device: Any, model: str = "lstm") -> Step:
+    """One Adam step of the ember LM with recurrent layer ``model`` (lstm | gru) on ``device``."""
     import ember as em
     from ember import nn, optim
 
@@ -41,7 +40,7 @@ def ember_step(device: Any) -> Step:
         def __init__(self) -> None:
             super().__init__()
             self.emb = nn.Embedding(VOCAB, EMB)
-            self.rnn = nn.LSTM(EMB, HID, LAYERS)
+            self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[model](EMB, HID, LAYERS)
             self.out = nn.Linear(HID, VOCAB)
 
         def forward(self, x: em.Tensor) -> em.Tensor:
@@ -64,7 +63,7 @@ def ember_step(device: Any) -> Step:
     return step
 
 
-def torch_step(where: str) -> Step:
+def torch_step(where: str, model: str = "lstm") -> Step:
     """The same step with ``torch.nn`` on ``where``."""
     import torch
     from torch import nn
@@ -73,7 +72,7 @@ def torch_step(where: str) -> Step:
         def __init__(self) -> None:
             super().__init__()
             self.emb = nn.Embedding(VOCAB, EMB)
-            self.rnn = nn.LSTM(EMB, HID, LAYERS)
+            self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[model](EMB, HID, LAYERS)
             self.out = nn.Linear(HID, VOCAB)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -94,25 +93,12 @@ def torch_step(where: str) -> Step:
     return step
 
 
-def _loop_path() -> Callable[[], None]:
-    """Make ``nn.LSTM`` take the per-step cell loop of ``_Recurrent``; returns the undo."""
-    from ember.nn.layers import rnn
-
-    fused = rnn.LSTM._layer
-    rnn.LSTM._layer = rnn._Recurrent._layer  # type: ignore[method-assign]
-
-    def undo() -> None:
-        rnn.LSTM._layer = fused  # type: ignore[method-assign]
-
-    return undo
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--loop", action="store_true", help="also time the per-step loop path")
+    ap.add_argument("--models", default="lstm,gru", help="recurrent layers: lstm, gru or both")
     args = ap.parse_args()
     pin_threads(args.threads)
     import torch
@@ -124,15 +110,11 @@ def main() -> None:
     targets = [("numpy", em.Device.cpu(), "cpu"), ("torch cpu", em.Device.torch("cpu"), "cpu")]
     if torch.cuda.is_available():
         targets.append(("cuda", em.Device.torch("cuda:0"), "cuda:0"))
-    print(f"{'backend':<22}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
-    for label, dev, where in targets:
-        sync = torch.cuda.synchronize if where.startswith("cuda") else (lambda: None)
-        paths = [("", None)] + ([(" (step loop)", _loop_path)] if args.loop else [])
-        for suffix, patch in paths:
-            undo = patch() if patch else None
-            ours, ref = ember_step(dev), torch_step(where)
-            if undo:
-                undo()
+    print(f"{'model, backend':<22}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
+    for model in args.models.split(","):
+        for label, dev, where in targets:
+            sync = torch.cuda.synchronize if where.startswith("cuda") else (lambda: None)
+            ours, ref = ember_step(dev, model), torch_step(where, model)
 
             def a(step: Step = ours, sync: Callable[[], Any] = sync) -> None:
                 step()
@@ -144,7 +126,7 @@ def main() -> None:
 
             ta, tb = alternating_ms(a, b, args.repeats, args.rounds)
             ma, mb = statistics.median(ta), statistics.median(tb)
-            print(f"{label + suffix:<22}{ma:>10.2f}{mb:>10.2f}{ma / mb:>8.2f}")
+            print(f"{model + ', ' + label:<22}{ma:>10.2f}{mb:>10.2f}{ma / mb:>8.2f}")
 
 
 if __name__ == "__main__":
