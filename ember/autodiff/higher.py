@@ -32,7 +32,7 @@ from .rule_backend import NotRecordable, RuleBackend, RuleTensor
 _GRAD = Requirement.GRAD
 
 
-def _lse_of_linear(rb: RuleBackend, inputs: tuple[Tensor, ...]) -> Tensor:
+def _lse_of_linear(rb: RuleBackend, inputs: tuple[Tensor, ...], attrs: dict[str, Any]) -> Tensor:
     """linear_cross_entropy's residual, each row's logsumexp of ``x W^T + b``, rebuilt from the
     inputs as rows (the full (N, V) logits are held for this pass: the chunked forward's saving
     does not carry over to a recorded backward)."""
@@ -43,10 +43,24 @@ def _lse_of_linear(rb: RuleBackend, inputs: tuple[Tensor, ...]) -> Tensor:
     return rb.reshape(lse, (x.shape[0],))
 
 
-# residual rows with a recorded form: the residual (a function of the inputs) rebuilt as rows, or
-# None where the RuleBackend kernel recomputes it itself (cross_entropy's logsumexp); any other
-# residual row has no recorded form
-_RESIDUALS: dict[str, Any] = {"cross_entropy": None, "linear_cross_entropy": _lse_of_linear}
+def _lstm_sequence(rb: RuleBackend, inputs: tuple[Tensor, ...], attrs: dict[str, Any]) -> Tensor:
+    """lstm_layer's generic residual, the ``[h | c]`` sequence, as the input GEMM and one
+    ``lstm_seq`` row (a cuDNN layer's reserve space has no recorded form; this replaces it)."""
+    from ..ops.lstm_layer import _projection
+
+    x, w_ih, w_hh, bias, h0, c0 = inputs
+    xw = _projection(rb, x, w_ih, bias)
+    return rb.row("lstm_seq", (xw, w_hh, h0, c0), reverse=attrs["reverse"])
+
+
+# residual rows with a recorded form: the residual (a function of the inputs and attributes)
+# rebuilt as rows, or None where the RuleBackend kernel recomputes it itself (cross_entropy's
+# logsumexp); any other residual row has no recorded form
+_RESIDUALS: dict[str, Any] = {
+    "cross_entropy": None,
+    "linear_cross_entropy": _lse_of_linear,
+    "lstm_layer": _lstm_sequence,
+}
 
 
 class _Ctx:
@@ -367,7 +381,7 @@ def _step(
     ctx = _Ctx(n, rb, inputs, output, parents)
     rebuild = _RESIDUALS.get(name) if spec.saves_residuals else None
     if rebuild is not None:
-        ctx.saved = rebuild(rb, inputs)
+        ctx.saved = rebuild(rb, inputs, n.attrs)
     try:
         result = rule(ctx, g)
     except NotRecordable as e:

@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     layout,
     linalg,
     linear_ce,
+    lstm_layer,
     nn,
     reduce,
     rnn,

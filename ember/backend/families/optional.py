@@ -71,6 +71,35 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             "dropout kernel."
         )
 
+    def lstm_layer_takes(self, x: Raw) -> bool:
+        """Whether ``lstm_layer_fused`` runs a whole LSTM layer on ``x`` ``(T, B, I)`` in one
+        library call (cuDNN on CUDA). False by default: ``nn.LSTM`` then uses ``lstm_seq``."""
+        return False
+
+    def lstm_layer_fused(
+        self, x: Raw, w_ih: Raw, w_hh: Raw, bias: Raw, h0: Raw, c0: Raw, reverse: bool
+    ) -> tuple[Raw, tuple[Any, ...]] | None:
+        """``(out, saved)`` of the ``lstm_layer`` row from one library call, ``saved`` a tuple
+        of the library's residuals; ``None`` (the default) where there is no such kernel."""
+        return None
+
+    def lstm_layer_fused_backward(
+        self,
+        grad: Raw,
+        x: Raw,
+        w_ih: Raw,
+        w_hh: Raw,
+        bias: Raw,
+        h0: Raw,
+        c0: Raw,
+        saved: tuple[Any, ...],
+        reverse: bool,
+    ) -> tuple[Raw, Raw, Raw, Raw, Raw, Raw]:
+        """Gradients of ``lstm_layer``'s six inputs from ``lstm_layer_fused``'s residuals."""
+        raise DeviceError(
+            f"lstm_layer_fused_backward: the {type(self).__name__} has no fused LSTM layer."
+        )
+
     def int8_matmul(self, a: Raw, b: Raw) -> Raw:
         """The exact int32 product of int8 matrices ``a`` (M, K) and ``b`` (K, N).
 

@@ -1,0 +1,64 @@
+"""cuDNN's whole-layer LSTM behind the ``lstm_layer`` row (torch backend, CUDA)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember as em
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+
+def _inputs(rng: np.random.Generator, steps: int, batch: int, n_in: int, hid: int) -> list:
+    n = rng.normal
+    return [
+        n(size=(steps, batch, n_in)), n(size=(4 * hid, n_in)) * 0.4, n(size=(4 * hid, hid)) * 0.4,
+        n(size=(4 * hid,)) * 0.3, n(size=(batch, hid)), n(size=(batch, hid)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cudnn_equals_the_generic_row_in_float64(reverse: bool) -> None:
+    from ember._core.dispatch import apply
+    from ember.ops.registry import OPS
+
+    vals = _inputs(np.random.default_rng(0), 7, 3, 5, 6)
+    gw = np.random.default_rng(1).normal(size=(8, 3, 6))
+    results = []
+    for dev in (em.Device.cuda(0).autodiff(), em.Device.torch("cpu").autodiff()):
+        ts = [em.tensor(v, device=dev).require_grad() for v in vals]
+        out = apply(OPS["lstm_layer"], tuple(ts), {"reverse": reverse})
+        grads = (out * em.tensor(gw, device=dev)).sum().backward()
+        results.append([out.to_numpy(), *(t.grad(grads).to_numpy() for t in ts)])
+    assert em.Device.cuda(0).b.lstm_layer_takes(em.tensor(vals[0], device=em.Device.cuda(0))._raw)
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_lstm_layer_matches_torch_lstm() -> None:
+    # nn.LSTM (2 layers, bidirectional) on CUDA through cuDNN, against torch.nn.LSTM with the
+    # same state_dict, float32: forward and the gradients of input and every weight
+    em.seed(0)
+    dev = em.Device.cuda(0).autodiff()
+    lstm = em.nn.LSTM(8, 16, num_layers=2, bidirectional=True, device=dev)
+    ref = torch.nn.LSTM(8, 16, num_layers=2, bidirectional=True).cuda()
+    ref.load_state_dict({k: torch.as_tensor(v.to_numpy()) for k, v in lstm.state_dict().items()})
+    x = np.random.default_rng(2).normal(size=(9, 4, 8)).astype(np.float32)
+    ex = em.tensor(x, device=dev).require_grad()
+    out, (h, c) = lstm(ex)
+    grads = (out.sum() + h.sum() * 0.5 + c.sum() * 0.25).backward()
+    tx = torch.tensor(x, device="cuda", requires_grad=True)
+    tout, (th, tc) = ref(tx)
+    (tout.sum() + th.sum() * 0.5 + tc.sum() * 0.25).backward()
+    tol = {"rtol": 2e-5, "atol": 2e-5}
+    np.testing.assert_allclose(out.to_numpy(), tout.detach().cpu().numpy(), **tol)
+    np.testing.assert_allclose(c.to_numpy(), tc.detach().cpu().numpy(), **tol)
+    np.testing.assert_allclose(ex.grad(grads).to_numpy(), tx.grad.cpu().numpy(), **tol)
+    for name, p in lstm.named_parameters():
+        want = dict(ref.named_parameters())[name].grad.cpu().numpy()
+        np.testing.assert_allclose(p.val().grad(grads).to_numpy(), want, **tol, err_msg=name)
