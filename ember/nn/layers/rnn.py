@@ -2,7 +2,8 @@
 
 Each layer and direction runs as one whole-sequence row (``lstm_seq``, ``gru_seq``, ``rnn_seq``
 in ``ember/ops/``): one GEMM for the input projection of every step, then the recurrence in one
-row call forward and backward.
+row call forward and backward. Where the backend runs a whole LSTM layer in one library call
+(cuDNN on CUDA), an LSTM layer is one ``lstm_layer`` row instead (``ember/ops/lstm_layer.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..param import Param
 
 State = tuple[Tensor, ...]
 _LSTM_SEQ, _GRU_SEQ, _RNN_SEQ = OPS["lstm_seq"], OPS["gru_seq"], OPS["rnn_seq"]
+_LSTM_LAYER = OPS["lstm_layer"]
 
 
 class _Recurrent(Module):
@@ -157,11 +159,26 @@ class LSTM(_Recurrent):
     gates = 4
 
     def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        if x._hardware.b.lstm_layer_takes(x._raw):
+            return self._fused_layer(x, layer, direction, state)
         xw, w_hh, _ = self._projected(x, layer, direction, fold_bias=True)
         y = apply(_LSTM_SEQ, (xw, w_hh, state[0], state[1]), {"reverse": bool(direction)})
         hid = self.hidden_size
         last = 0 if direction else x.shape[0] - 1
         return y[:, :, :hid], (y[last, :, :hid], y[last, :, hid:])
+
+    def _fused_layer(
+        self, x: Tensor, layer: int, direction: int, state: State
+    ) -> tuple[Tensor, State]:
+        """The layer as one ``lstm_layer`` row: the backend runs it in one library call."""
+        w = self._weights(layer, direction)
+        if len(w) == 4:
+            bias = w[2] + w[3]
+        else:
+            bias = Tensor.zeros((4 * self.hidden_size,), device=x.device, dtype=x.dtype)
+        y = apply(_LSTM_LAYER, (x, w[0], w[1], bias, *state), {"reverse": bool(direction)})
+        steps = x.shape[0]
+        return y[:steps], (y[0 if direction else steps - 1], y[steps])
 
     def forward(
         self, x: Tensor, state: tuple[Tensor, Tensor] | None = None
