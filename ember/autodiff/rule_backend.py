@@ -488,16 +488,30 @@ class RuleBackend:
         return gx, gw, self._bias_grad(grad)
 
     def max_pool2d_backward(
-        self, grad: Tensor, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any
+        self,
+        grad: Tensor,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: bool = False,
     ) -> Tensor:
         """Each window's gradient placed at its first maximum (row-major tap order), as rows:
         one masked slice assignment per tap. The positions are constants (the derivative by
-        ``x`` is 0 almost everywhere); the result is linear in ``grad``."""
+        ``x`` is 0 almost everywhere); the result is linear in ``grad``. ``grad``'s shape fixes
+        the windows (in ceil mode the last may run past the padding: more -inf after)."""
         raw = self.raw
         n, c, h, w = x.shape
         oh, ow = grad.shape[2], grad.shape[3]
         (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
-        padded = (n, c, h + 2 * ph, w + 2 * pw)
+        (kh, kw) = kernel_size
+        padded = (
+            n,
+            c,
+            max(h + 2 * ph, (oh - 1) * sh + dh * (kh - 1) + 1),
+            max(w + 2 * pw, (ow - 1) * sw + dw * (kw - 1) + 1),
+        )
         inner = (slice(None), slice(None), slice(ph, ph + h), slice(pw, pw + w))
         xp = raw.slice_assign(raw.full(padded, -math.inf, raw.dtype_of(x._data)), x._data, inner)
         taps = [

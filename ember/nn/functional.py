@@ -20,8 +20,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from .._core import checks
 from .._core import qops as _qops
 from .._core.creation import Distribution
@@ -34,7 +32,6 @@ from ..ops import OPS
 if TYPE_CHECKING:
     from .._generator import Generator
 from .activations import elu, hardsigmoid, hardswish, leaky_relu, mish, softplus
-from .instance_norm import instance_norm
 from .linear_ce import linear_cross_entropy
 from .losses import (
     _FLOAT_DTYPES,
@@ -52,7 +49,17 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
+from .pooling import (
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+    max_unpool1d,
+    max_unpool2d,
+)
 from .resample import interpolate, pad, pixel_shuffle, pixel_unshuffle
+from .spatial_args import IntOrPair, Pair, _batched, _pair
 
 # attrs that are the same on every call, shared by the nodes they are recorded on (which never
 # modify them)
@@ -63,6 +70,7 @@ _ATTENTION_DROPOUT = OPS["attention_dropout"]
 
 __all__ = [
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
@@ -79,14 +87,16 @@ __all__ = [
     "hardswish",
     "huber_loss",
     "interpolate",
-    "instance_norm",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
     "linear",
     "linear_cross_entropy",
     "log_softmax",
+    "max_pool1d",
     "max_pool2d",
+    "max_unpool1d",
+    "max_unpool2d",
     "mish",
     "mse_loss",
     "nll_loss",
@@ -104,10 +114,6 @@ __all__ = [
     "tanh",
 ]
 
-Pair = tuple[int, int]
-IntOrPair = int | Sequence[int]
-# the largest stride, padding, dilation or kernel size accepted: kernels compute in int64
-_MAX_INT_ARG = 1 << 62
 _EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
 
@@ -121,49 +127,6 @@ def _same_dtype(op: str, x: Tensor, other: Tensor, what: str) -> None:
             f"{op}: expected {what} of the input's dtype {x.dtype.name}, got "
             f"{other.dtype.name}. Cast it with .cast(input.dtype)."
         )
-
-
-def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:
-    """An int or a pair of ints (Python or NumPy), each in ``[minimum, 2**62]``.
-
-    A wrong type (a float, None, a string) is a ``DTypeError``, a pair of the wrong length or a
-    value out of range a ``ShapeError``.
-    """
-    if type(v) is int:
-        vals: tuple[Any, ...] = (v, v)
-    elif type(v) is tuple or type(v) is list:
-        vals = tuple(v)
-    elif isinstance(v, (Sequence, np.ndarray)) and not isinstance(v, (str, bytes)):
-        vals = tuple(v)
-    else:
-        vals = (v, v)
-    if len(vals) != 2:
-        raise ShapeError(
-            f"{op}: expected {name} to be an int or a pair of ints, got {checks.show(v)}."
-        )
-    a = checks.int_arg(op, name, vals[0])
-    b = checks.int_arg(op, name, vals[1])
-    if min(a, b) < minimum or max(a, b) > _MAX_INT_ARG:
-        raise ShapeError(
-            f"{op}: expected {name} >= {minimum} (and at most 2**62), got {checks.show(v)}."
-        )
-    return (a, b)
-
-
-def _batched(op: str, x: Any, n: int, layout: str) -> tuple[Tensor, bool]:
-    """A float input with ``n`` spatial dims, (N, C, *) or unbatched (C, *).
-
-    Returns it with a batch dim, and whether one was added.
-    """
-    x = _float(op, x)
-    if x.ndim == n + 2:
-        return x, False
-    if x.ndim == n + 1:
-        return x.unsqueeze_dim(0), True
-    raise ShapeError(
-        f"{op}: expected a {n + 1} or {n + 2}-D input {layout}, got shape {x.shape}. "
-        "Add a batch dim with .unsqueeze_dim(0) or reshape."
-    )
 
 
 def _none_operand(like: Tensor) -> Tensor:
@@ -582,91 +545,6 @@ def conv_transpose2d(
         "dilation": dil,
     }
     out = apply(OPS["conv_transpose2d"], (x, weight, b), attrs)
-    return out.squeeze_dim(0) if unbatched else out
-
-
-# ---------------------------------------------------------------- pooling
-def _pool_args(
-    op: str, x: Tensor, kernel_size: IntOrPair, stride: IntOrPair | None, padding: IntOrPair
-) -> tuple[Tensor, bool, Pair, Pair, Pair]:
-    x, unbatched = _batched(op, x, 2, "(N, C, H, W)")
-    k = _pair(op, "kernel_size", kernel_size, 1)
-    st = (
-        k
-        if stride is None or (type(stride) is tuple and not stride)
-        else _pair(op, "stride", stride, 1)
-    )
-    pad = _pair(op, "padding", padding, 0)
-    if pad[0] > k[0] // 2 or pad[1] > k[1] // 2:
-        raise ShapeError(f"{op}: padding {pad} must be at most half the kernel size {k}.")
-    return x, unbatched, k, st, pad
-
-
-def max_pool2d(
-    x: Tensor,
-    kernel_size: IntOrPair,
-    stride: IntOrPair | None = None,
-    padding: IntOrPair = 0,
-    dilation: IntOrPair = 1,
-) -> Tensor:
-    """Maximum over each (kh, kw) window; stride defaults to the kernel size.
-
-    Args:
-        x: (N, C, H, W) or (C, H, W).
-        padding: Implicit -inf padding, at most half the kernel.
-
-    Returns:
-        (N, C, Ho, Wo). The gradient of each output goes to the first maximum of its window.
-    """
-    op = "max_pool2d"
-    x, unbatched, k, st, pad = _pool_args(op, x, kernel_size, stride, padding)
-    dil = _pair(op, "dilation", dilation, 1)
-    _check_span(op, (x.shape[2], x.shape[3]), k, pad, dil)
-    attrs = {"kernel_size": k, "stride": st, "padding": pad, "dilation": dil}
-    out = apply(OPS["max_pool2d"], (x,), attrs)
-    return out.squeeze_dim(0) if unbatched else out
-
-
-def avg_pool2d(
-    x: Tensor,
-    kernel_size: IntOrPair,
-    stride: IntOrPair | None = None,
-    padding: IntOrPair = 0,
-) -> Tensor:
-    """Mean over each (kh, kw) window (zero padding counts, like PyTorch's default).
-
-    Args:
-        x: (N, C, H, W) or (C, H, W).
-
-    Returns:
-        (N, C, Ho, Wo).
-    """
-    op = "avg_pool2d"
-    x, unbatched, k, st, pad = _pool_args(op, x, kernel_size, stride, padding)
-    _check_span(op, (x.shape[2], x.shape[3]), k, pad, (1, 1))
-    out = apply(OPS["avg_pool2d"], (x,), {"kernel_size": k, "stride": st, "padding": pad})
-    return out.squeeze_dim(0) if unbatched else out
-
-
-def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
-    """Average over bins that split H and W into ``output_size`` parts (bins may overlap).
-
-    Output row i averages input rows [floor(i H / Ho), ceil((i + 1) H / Ho)); ``None`` in
-    ``output_size`` keeps that input size. x: (N, C, H, W) or (C, H, W) -> (N, C, Ho, Wo).
-    """
-    op = "adaptive_avg_pool2d"
-    x, unbatched = _batched(op, x, 2, "(N, C, H, W)")
-    if isinstance(output_size, (Sequence, np.ndarray)) and not isinstance(output_size, str):
-        sizes = tuple(output_size)
-    else:
-        sizes = (output_size, output_size)
-    if len(sizes) != 2:
-        raise ShapeError(f"{op}: expected output_size to be an int or a pair, got {output_size!r}.")
-    filled = tuple(x.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
-    out_size = _pair(op, "output_size", filled, 1)
-    if x.shape[2] == 0 or x.shape[3] == 0:
-        raise ShapeError(f"{op}: expected non-empty spatial dims, got input {x.shape}.")
-    out = apply(OPS["adaptive_avg_pool2d"], (x,), {"output_size": out_size})
     return out.squeeze_dim(0) if unbatched else out
 
 

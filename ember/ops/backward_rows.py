@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .conv import pool_output_size
 from .registry import Cost, Domain, Examples, Grads, Saves, _need, defop
 
 CB = Cost.COMPUTE_BOUND
@@ -176,19 +177,26 @@ def conv2d_weight_grad_backward(ctx: Any, grad: Any) -> Grads:
 def _avg_back_examples(rng: Any) -> Examples:
     n = rng.normal
 
-    def case(x: tuple[int, ...], k: int, s: int, p: int) -> Any:
-        oh, ow = (_out_size(x[i], k, s, p, 1) for i in (2, 3))
+    def case(x: tuple[int, ...], k: int, s: int, p: int, **extra: Any) -> Any:
+        ceil = extra.get("ceil_mode", False)
+        oh, ow = (pool_output_size(x[i], k, s, p, 1, ceil) for i in (2, 3))
         attrs = {"input_shape": x, "kernel_size": (k, k), "stride": (s, s), "padding": (p, p)}
-        return ((n(size=(x[0], x[1], oh, ow)),), attrs)
+        return ((n(size=(x[0], x[1], oh, ow)),), {**attrs, **extra})
 
-    return [case((2, 3, 4, 6), 2, 2, 0), case((1, 2, 5, 5), 3, 2, 1)]
+    return [
+        case((2, 3, 4, 6), 2, 2, 0),
+        case((1, 2, 5, 5), 3, 2, 1),
+        case((2, 2, 5, 7), 2, 2, 0, ceil_mode=True),
+        case((1, 2, 6, 5), 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        case((1, 1, 5, 6), 3, 2, 1, ceil_mode=True, divisor_override=4),
+    ]
 
 
 @defop("avg_pool2d_backward", arity=1, cost=CB, dtypes=F, examples=_avg_back_examples)
 def avg_pool2d_backward_backward(ctx: Any, grad: Any) -> Grads:
-    a = ctx.attrs
-    # linear in the gradient: its adjoint is the pooling itself
-    return (ctx.b.avg_pool2d(grad, a["kernel_size"], a["stride"], a["padding"]),)
+    a = {k: v for k, v in ctx.attrs.items() if k != "input_shape"}
+    # linear in the gradient: its adjoint is the pooling itself (same windows and divisors)
+    return (ctx.b.avg_pool2d(grad, **a),)
 
 
 def _adaptive_back_examples(rng: Any) -> Examples:

@@ -147,19 +147,55 @@ class NnOps(abc.ABC):
 
     @abc.abstractmethod
     def max_pool2d(
-        self, x: Raw, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair
+        self,
+        x: Raw,
+        kernel_size: Pair,
+        stride: Pair,
+        padding: Pair,
+        dilation: Pair,
+        ceil_mode: bool = False,
     ) -> Raw:
-        """The maximum of each window of (N, C, H, W)."""
+        """The maximum of each window of (N, C, H, W); ``ceil_mode`` rounds the output size up
+        (the last window starting inside the input or its left padding)."""
+
+    @abc.abstractmethod
+    def max_pool2d_indices(
+        self,
+        x: Raw,
+        kernel_size: Pair,
+        stride: Pair,
+        padding: Pair,
+        dilation: Pair,
+        ceil_mode: bool = False,
+    ) -> Raw:
+        """int64 (N, C, Ho, Wo): each window's argmax as a flat index into its (H, W) plane."""
 
     @abc.abstractmethod
     def max_pool2d_backward(
-        self, grad: Raw, x: Raw, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair
+        self,
+        grad: Raw,
+        x: Raw,
+        kernel_size: Pair,
+        stride: Pair,
+        padding: Pair,
+        dilation: Pair,
+        ceil_mode: bool = False,
     ) -> Raw:
         """The gradient of ``x``: ``grad`` at each window's maximum."""
 
     @abc.abstractmethod
-    def avg_pool2d(self, x: Raw, kernel_size: Pair, stride: Pair, padding: Pair) -> Raw:
-        """The mean of each window (padding counted)."""
+    def avg_pool2d(
+        self,
+        x: Raw,
+        kernel_size: Pair,
+        stride: Pair,
+        padding: Pair,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> Raw:
+        """Each window's sum over ``divisor_override``, else over its positions inside the
+        padded input (``count_include_pad``) or inside the input."""
 
     @abc.abstractmethod
     def avg_pool2d_backward(
@@ -169,6 +205,9 @@ class NnOps(abc.ABC):
         kernel_size: Pair,
         stride: Pair,
         padding: Pair,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
     ) -> Raw:
         """The gradient of the input of ``input_shape``."""
 

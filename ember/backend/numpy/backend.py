@@ -468,6 +468,7 @@ class NumpyBackend(Backend):
     conv_transpose2d_backward = staticmethod(_conv.conv_transpose2d_backward)
     max_pool2d = staticmethod(_pooling.max_pool2d)  # (x, kernel_size, stride, padding, dilation)
     max_pool2d_backward = staticmethod(_pooling.max_pool2d_backward)  # (grad, x, ...)
+    max_pool2d_indices = staticmethod(_pooling.max_pool2d_indices)  # int64 argmax
     avg_pool2d = staticmethod(_pooling.avg_pool2d)  # (x, kernel_size, stride, padding)
     avg_pool2d_backward = staticmethod(_pooling.avg_pool2d_backward)  # (grad, input_shape, ...)
     adaptive_avg_pool2d = staticmethod(_pooling.adaptive_avg_pool2d)  # (x, output_size)

@@ -564,6 +564,7 @@ class TorchBackend(Backend):
     conv_transpose2d_backward = staticmethod(_conv.conv_transpose2d_backward)
     max_pool2d = staticmethod(_pooling.max_pool2d)
     max_pool2d_backward = staticmethod(_pooling.max_pool2d_backward)
+    max_pool2d_indices = staticmethod(_pooling.max_pool2d_indices)  # int64 argmax
     avg_pool2d = staticmethod(_pooling.avg_pool2d)
     avg_pool2d_backward = staticmethod(_pooling.avg_pool2d_backward)
     adaptive_avg_pool2d = staticmethod(_pooling.adaptive_avg_pool2d)

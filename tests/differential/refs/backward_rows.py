@@ -23,11 +23,19 @@ def _conv_weight_grad(
     return torch.nn.grad.conv2d_weight(x, weight_shape, g, stride, padding, dilation, groups)
 
 
-def _avg_back(g: T, input_shape: Any, kernel_size: Any, stride: Any, padding: Any) -> T:
+def _avg_back(
+    g: T,
+    input_shape: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> T:
     x = g.new_zeros(input_shape)
-    return aten.avg_pool2d_backward(
-        g, x, list(kernel_size), list(stride), list(padding), False, True, None
-    )
+    geo = (list(kernel_size), list(stride), list(padding))
+    return aten.avg_pool2d_backward(g, x, *geo, ceil_mode, count_include_pad, divisor_override)
 
 
 def _adaptive_back(g: T, input_shape: Any) -> T:

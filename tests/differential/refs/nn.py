@@ -134,11 +134,17 @@ REFS: dict[str, Ref] = {
     "embedding": lambda idx, w: F.embedding(idx, w),
     "conv2d": _conv2d,
     "conv_transpose2d": _conv_transpose2d,
-    "max_pool2d": lambda x, kernel_size, stride, padding, dilation: F.max_pool2d(
-        x, kernel_size, stride, padding, dilation
+    "max_pool2d": lambda x, kernel_size, stride, padding, dilation, ceil_mode=False: F.max_pool2d(
+        x, kernel_size, stride, padding, dilation, ceil_mode
     ),
-    "avg_pool2d": lambda x, kernel_size, stride, padding: F.avg_pool2d(
-        x, kernel_size, stride, padding
+    "max_pool2d_indices": lambda x, kernel_size, stride, padding, dilation, ceil_mode=False: (
+        F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)[1]
+    ),
+    "avg_pool2d": lambda x, kernel_size, stride, padding, **kw: F.avg_pool2d(
+        x, kernel_size, stride, padding, **kw
+    ),
+    "max_unpool2d": lambda x, indices, output_size: torch.ops.aten.max_unpool2d(
+        x, indices, list(output_size)
     ),
     "adaptive_avg_pool2d": lambda x, output_size: F.adaptive_avg_pool2d(x, output_size),
 }

@@ -1,50 +1,36 @@
-"""NumPy kernels of 2-d max, average and adaptive average pooling, forward and backward."""
+"""NumPy kernels of 2-d max, average and adaptive average pooling, forward and backward, and the
+argmax indices of max pooling (window geometry: ``pool_windows``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from .im2col import Pair, _all_finite, _conv_out, _pad, _tap
+from .im2col import Pair, _all_finite
+from .pool_windows import avg_divisors, pad_widths, padded, pool_geometry, taps
 from .threads import _parallel_split
 
 
-def _pool_geometry(
-    x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair
-) -> Pair:
-    h, w = x.shape[2:]
-    return (
-        _conv_out(h, kernel[0], stride[0], padding[0], dilation[0]),
-        _conv_out(w, kernel[1], stride[1], padding[1], dilation[1]),
-    )
-
-
-def _taps(kernel: Pair, stride: Pair, dilation: Pair, out: Pair) -> list[Any]:
-    """The slice key of each kernel tap, row-major: the (N, C, Ho, Wo) inputs that tap reads."""
-    whole = slice(None)
-    return [
-        (whole, whole, *_tap(i, j, stride, dilation, out))
-        for i in range(kernel[0])
-        for j in range(kernel[1])
-    ]
-
-
 def max_pool2d(
-    x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair, dilation: Pair
+    x: np.ndarray,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    ceil_mode: bool = False,
 ) -> np.ndarray:
-    out = _pool_geometry(x, kernel_size, stride, padding, dilation)
-    xp = _pad(x, padding, -np.inf)
-    taps = _taps(kernel_size, stride, dilation, out)
+    """(N, C, H, W) -> (N, C, Ho, Wo): the maximum of each window (-inf padding)."""
+    out = pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    xp = padded(x, kernel_size, stride, padding, dilation, out, -np.inf)
+    keys = taps(kernel_size, stride, dilation, out)
     y = np.empty((*x.shape[:2], *out), dtype=x.dtype)
 
     def run(lo: int, hi: int) -> None:
         yb = y[lo:hi]
-        np.copyto(yb, xp[lo:hi][taps[0]])
-        for key in taps[1:]:
+        np.copyto(yb, xp[lo:hi][keys[0]])
+        for key in keys[1:]:
             np.maximum(yb, xp[lo:hi][key], out=yb)
 
-    _parallel_split(x.shape[0], y.size * len(taps), run, blas=False)
+    _parallel_split(x.shape[0], y.size * len(keys), run, blas=False)
     return y
 
 
@@ -55,11 +41,15 @@ def max_pool2d_backward(
     stride: Pair,
     padding: Pair,
     dilation: Pair,
+    ceil_mode: bool = False,
 ) -> np.ndarray:
-    """Each output's gradient goes to the first maximum of its window (row-major tap order)."""
+    """Each output's gradient goes to the first maximum of its window (row-major tap order).
+
+    ``grad`` has the output's shape, which fixes the windows (``ceil_mode`` is implied by it).
+    """
     out = grad.shape[2:]
-    xp = _pad(x, padding, -np.inf)
-    taps = _taps(kernel_size, stride, dilation, out)
+    xp = padded(x, kernel_size, stride, padding, dilation, out, -np.inf)
+    keys = taps(kernel_size, stride, dilation, out)
     # disjoint windows: each input is read by at most one tap of one window, so assign; when
     # they also tile the padded input exactly, every element is written and zeros are not needed
     spans = [dilation[i] * (kernel_size[i] - 1) + 1 for i in range(2)]
@@ -72,7 +62,7 @@ def max_pool2d_backward(
 
     def run(lo: int, hi: int) -> None:
         xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
-        vals = [xb[key] for key in taps]
+        vals = [xb[key] for key in keys]
         best = np.array(vals[0], copy=True)
         for v in vals[1:]:
             np.maximum(best, v, out=best)
@@ -80,7 +70,7 @@ def max_pool2d_backward(
         # the first tap equal to the window's maximum takes the gradient: ``taken`` marks the
         # windows already served (NaN counts as the maximum of a window that holds one)
         taken = None
-        for i, key in enumerate(taps):
+        for i, key in enumerate(keys):
             first = np.equal(vals[i], best)
             if has_nan:
                 first |= np.isnan(vals[i])
@@ -90,23 +80,83 @@ def max_pool2d_backward(
                 np.multiply(gb, first, out=gxb[key])
             else:
                 gxb[key] += np.multiply(gb, first)
-            if i < len(taps) - 1:
+            if i < len(keys) - 1:
                 taken = first if taken is None else np.logical_or(taken, first, out=taken)
 
-    _parallel_split(x.shape[0], grad.size * len(taps), run, blas=False)
+    _parallel_split(x.shape[0], grad.size * len(keys), run, blas=False)
     ph, pw = padding
     return gxp[:, :, ph : ph + x.shape[2], pw : pw + x.shape[3]]
 
 
-def avg_pool2d(x: np.ndarray, kernel_size: Pair, stride: Pair, padding: Pair) -> np.ndarray:
-    """Mean over each window; zero padding counts in the divisor (count_include_pad=True)."""
-    out = _pool_geometry(x, kernel_size, stride, padding, (1, 1))
-    xp = _pad(x, padding)
-    taps = _taps(kernel_size, stride, (1, 1), out)
-    y = np.array(xp[taps[0]], copy=True)
-    for key in taps[1:]:
+def _first_inside(out: int, s: int, p: int, d: int) -> np.ndarray:
+    """Per window of an axis, its first tap inside the input (PyTorch's starting argmax)."""
+    start = np.arange(out, dtype=np.int64) * s - p
+    return start + d * ((np.maximum(-start, 0) + d - 1) // d)
+
+
+def max_pool2d_indices(
+    x: np.ndarray,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    ceil_mode: bool = False,
+) -> np.ndarray:
+    """(N, C, Ho, Wo) int64: where each window's maximum is, as a flat index into its (H, W)
+    plane. As PyTorch's CPU kernel: the first maximum in row-major tap order, a NaN replacing
+    it (the last NaN of the window wins), padding never chosen (a window of -inf keeps its
+    first tap inside the input)."""
+    w = x.shape[3]
+    out = pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    xp = padded(x, kernel_size, stride, padding, dilation, out, -np.inf)
+    rows0 = _first_inside(out[0], stride[0], padding[0], dilation[0])
+    cols0 = _first_inside(out[1], stride[1], padding[1], dilation[1])
+    idx = np.empty((*x.shape[:2], *out), dtype=np.int64)
+    idx[...] = rows0[:, None] * w + cols0[None, :]
+    best = np.full(idx.shape, -np.inf, dtype=x.dtype)
+    rows = np.arange(out[0], dtype=np.int64) * stride[0] - padding[0]
+    cols = np.arange(out[1], dtype=np.int64) * stride[1] - padding[1]
+    keys = taps(kernel_size, stride, dilation, out)
+    for t, key in enumerate(keys):
+        i, j = divmod(t, kernel_size[1])
+        v = xp[key]
+        take = np.greater(v, best)
+        take |= np.isnan(v)
+        np.copyto(best, v, where=take)
+        flat = (rows + i * dilation[0])[:, None] * w + (cols + j * dilation[1])[None, :]
+        np.copyto(idx, flat, where=take)
+    return idx
+
+
+def avg_pool2d(
+    x: np.ndarray,
+    kernel_size: Pair,
+    stride: Pair,
+    padding: Pair,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> np.ndarray:
+    """(N, C, H, W) -> (N, C, Ho, Wo): each window's sum over its divisor.
+
+    The divisor is ``divisor_override`` when given, else the window's positions inside the
+    padded input (``count_include_pad``) or inside the input; the overhang of ceil mode never
+    counts.
+    """
+    one = (1, 1)
+    out = pool_geometry(x.shape, kernel_size, stride, padding, one, ceil_mode)
+    xp = padded(x, kernel_size, stride, padding, one, out, 0.0)
+    keys = taps(kernel_size, stride, one, out)
+    y = np.array(xp[keys[0]], copy=True)
+    for key in keys[1:]:
         y += xp[key]
-    y *= y.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
+    div = avg_divisors(
+        x.shape, kernel_size, stride, padding, out, count_include_pad, divisor_override, y.dtype
+    )
+    if isinstance(div, float):
+        y *= y.dtype.type(1.0 / div)
+    else:
+        y /= div
     return y
 
 
@@ -116,13 +166,31 @@ def avg_pool2d_backward(
     kernel_size: Pair,
     stride: Pair,
     padding: Pair,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
 ) -> np.ndarray:
+    """Each window's gradient over its divisor, spread over its taps (``grad`` has the output's
+    shape, which fixes the windows)."""
     n, c, h, w = input_shape
-    ph, pw = padding
-    gxp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)
-    share = grad * grad.dtype.type(1.0 / (kernel_size[0] * kernel_size[1]))
-    for key in _taps(kernel_size, stride, (1, 1), grad.shape[2:]):
+    one = (1, 1)
+    out = grad.shape[2:]
+    div = avg_divisors(
+        input_shape,
+        kernel_size,
+        stride,
+        padding,
+        out,
+        count_include_pad,
+        divisor_override,
+        grad.dtype,
+    )
+    share = grad * grad.dtype.type(1.0 / div) if isinstance(div, float) else grad / div
+    (pt, pb), (pl, pr) = pad_widths(input_shape, kernel_size, stride, padding, one, out)
+    gxp = np.zeros((n, c, pt + h + pb, pl + w + pr), dtype=grad.dtype)
+    for key in taps(kernel_size, stride, one, out):
         gxp[key] += share
+    ph, pw = padding
     return gxp[:, :, ph : ph + h, pw : pw + w]
 
 
