@@ -32,6 +32,7 @@ from ..ops import OPS
 if TYPE_CHECKING:
     from .._generator import Generator
 from .activations import elu, hardsigmoid, hardswish, leaky_relu, mish, softplus
+from .instance_norm import instance_norm
 from .linear_ce import linear_cross_entropy
 from .losses import (
     _FLOAT_DTYPES,
@@ -87,6 +88,7 @@ __all__ = [
     "hardswish",
     "huber_loss",
     "interpolate",
+    "instance_norm",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
