@@ -2,10 +2,11 @@
 
 The model is PyTorch's word-language-model example at its defaults but a 1000-word vocabulary
 (so the recurrence, not the decoder, is what is measured): Embedding(1000, 200) -> LSTM or GRU
-(200, 200, 2 layers) -> Linear(200, 1000), sequence 35, batch 20, cross-entropy, one Adam step.
+(200, 200, 2 layers) -> Linear(200, 1000), sequence 35, batch 20, cross-entropy, one Adam step
+(``--models rnn``: the same with a tanh Elman RNN).
 Timed on ember's NumPy backend and its torch CPU backend (and CUDA when present) against
 PyTorch on the same hardware, in alternating rounds; rows give medians (ms) and
-``ratio = ember / torch``. ``--models`` picks the recurrent layers (default both).
+``ratio = ember / torch``. ``--models`` picks the models (default ``lstm,gru``).
 
     taskset -c 1 python bench/rnn.py --threads 1 --rounds 5
 """
@@ -22,6 +23,7 @@ from _timing import alternating_ms, pin_threads
 
 VOCAB, EMB, HID, LAYERS, STEPS, BATCH = 1000, 200, 200, 2, 35, 20
 Step = Callable[[], Any]
+_LAYERS = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}  # the recurrent layer of each model
 
 
 def _batch() -> tuple[Any, Any]:
@@ -32,7 +34,7 @@ def _batch() -> tuple[Any, Any]:
 
 
 def ember_step(device: Any, model: str = "lstm") -> Step:
-    """One Adam step of the ember LM with recurrent layer ``model`` (lstm | gru) on ``device``."""
+    """One Adam step of the ember LM with recurrent layer ``model`` (lstm | gru | rnn)."""
     import ember as em
     from ember import nn, optim
 
@@ -40,7 +42,7 @@ def ember_step(device: Any, model: str = "lstm") -> Step:
         def __init__(self) -> None:
             super().__init__()
             self.emb = nn.Embedding(VOCAB, EMB)
-            self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[model](EMB, HID, LAYERS)
+            self.rnn = getattr(nn, _LAYERS[model])(EMB, HID, LAYERS)
             self.out = nn.Linear(HID, VOCAB)
 
         def forward(self, x: em.Tensor) -> em.Tensor:
@@ -72,7 +74,7 @@ def torch_step(where: str, model: str = "lstm") -> Step:
         def __init__(self) -> None:
             super().__init__()
             self.emb = nn.Embedding(VOCAB, EMB)
-            self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[model](EMB, HID, LAYERS)
+            self.rnn = getattr(nn, _LAYERS[model])(EMB, HID, LAYERS)
             self.out = nn.Linear(HID, VOCAB)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,7 +100,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--models", default="lstm,gru", help="recurrent layers: lstm, gru or both")
+    ap.add_argument("--models", default="lstm,gru", help="comma-separated: lstm, gru, rnn")
     args = ap.parse_args()
     pin_threads(args.threads)
     import torch
