@@ -48,8 +48,8 @@ def _lstm_sequence(rb: RuleBackend, inputs: tuple[Tensor, ...], attrs: dict[str,
     ``lstm_seq`` row (a cuDNN layer's reserve space has no recorded form; this replaces it)."""
     from ..ops.lstm_layer import _projection
 
-    x, w_ih, w_hh, bias, h0, c0 = inputs
-    xw = _projection(rb, x, w_ih, bias)
+    x, w_ih, w_hh, b_ih, b_hh, h0, c0 = inputs
+    xw = _projection(rb, x, w_ih, b_ih, b_hh)
     return rb.row("lstm_seq", (xw, w_hh, h0, c0), reverse=attrs["reverse"])
 
 

@@ -14,27 +14,30 @@ pytestmark = [
 ]
 
 
-def _inputs(rng: np.random.Generator, steps: int, batch: int, n_in: int, hid: int) -> list:
+def _inputs(rng: np.random.Generator, steps: int, batch: int, n_in: int, hid: int, bias: bool):
     n = rng.normal
+    biases = [n(size=(4 * hid,)) * 0.3 for _ in range(2)] if bias else [np.zeros(())] * 2
     return [
         n(size=(steps, batch, n_in)), n(size=(4 * hid, n_in)) * 0.4, n(size=(4 * hid, hid)) * 0.4,
-        n(size=(4 * hid,)) * 0.3, n(size=(batch, hid)), n(size=(batch, hid)),
+        *biases, n(size=(batch, hid)), n(size=(batch, hid)),
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_cudnn_equals_the_generic_row_in_float64(reverse: bool) -> None:
+def test_cudnn_equals_the_generic_row_in_float64(reverse: bool, bias: bool) -> None:
     from ember._core.dispatch import apply
     from ember.ops.registry import OPS
 
-    vals = _inputs(np.random.default_rng(0), 7, 3, 5, 6)
+    vals = _inputs(np.random.default_rng(0), 7, 3, 5, 6, bias)
     gw = np.random.default_rng(1).normal(size=(8, 3, 6))
     results = []
     for dev in (em.Device.cuda(0).autodiff(), em.Device.torch("cpu").autodiff()):
-        ts = [em.tensor(v, device=dev).require_grad() for v in vals]
+        ts = [em.tensor(v, device=dev) for v in vals]
+        ts = [t if t.ndim == 0 else t.require_grad() for t in ts]  # 0-d biases: none
         out = apply(OPS["lstm_layer"], tuple(ts), {"reverse": reverse})
         grads = (out * em.tensor(gw, device=dev)).sum().backward()
-        results.append([out.to_numpy(), *(t.grad(grads).to_numpy() for t in ts)])
+        results.append([out.to_numpy(), *(t.grad(grads).to_numpy() for t in ts if t.ndim)])
     assert em.Device.cuda(0).b.lstm_layer_takes(em.tensor(vals[0], device=em.Device.cuda(0))._raw)
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -77,7 +77,7 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
         return False
 
     def lstm_layer_fused(
-        self, x: Raw, w_ih: Raw, w_hh: Raw, bias: Raw, h0: Raw, c0: Raw, reverse: bool
+        self, x: Raw, w_ih: Raw, w_hh: Raw, b_ih: Raw, b_hh: Raw, h0: Raw, c0: Raw, reverse: bool
     ) -> tuple[Raw, tuple[Any, ...]] | None:
         """``(out, saved)`` of the ``lstm_layer`` row from one library call, ``saved`` a tuple
         of the library's residuals; ``None`` (the default) where there is no such kernel."""
@@ -89,13 +89,14 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
         x: Raw,
         w_ih: Raw,
         w_hh: Raw,
-        bias: Raw,
+        b_ih: Raw,
+        b_hh: Raw,
         h0: Raw,
         c0: Raw,
         saved: tuple[Any, ...],
         reverse: bool,
-    ) -> tuple[Raw, Raw, Raw, Raw, Raw, Raw]:
-        """Gradients of ``lstm_layer``'s six inputs from ``lstm_layer_fused``'s residuals."""
+    ) -> tuple[Raw, ...]:
+        """Gradients of ``lstm_layer``'s seven inputs from ``lstm_layer_fused``'s residuals."""
         raise DeviceError(
             f"lstm_layer_fused_backward: the {type(self).__name__} has no fused LSTM layer."
         )

@@ -37,6 +37,7 @@ from .kernels import bce as _bce
 from .kernels import conv as _conv
 from .kernels import embedding as _emb
 from .kernels import int8_gemm as _int8
+from .kernels import lstm as _lstm
 from .kernels import norm as _norm
 from .kernels import pooling as _pooling
 from .kernels import softmax as _softmax
@@ -557,6 +558,20 @@ class TorchBackend(Backend):
         self, q: Tensor, k: Tensor, v: Tensor, scale: float, is_causal: bool, dropout_p: float
     ) -> tuple[Tensor, tuple[Any, ...]]:
         return _attn.attention_dropout(q, k, v, scale, is_causal, dropout_p, self.rng)
+
+    def lstm_layer_takes(self, x: Tensor) -> bool:
+        return _lstm.takes(x)
+
+    def lstm_layer_fused(
+        self, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor, h0: Tensor,
+        c0: Tensor, reverse: bool,
+    ) -> tuple[Tensor, tuple[Any, ...]] | None:  # fmt: skip
+        """cuDNN's whole-layer LSTM on CUDA (kernels/lstm.py); ``None`` elsewhere."""
+        if not _lstm.takes(x):
+            return None
+        return _lstm.forward(x, w_ih, w_hh, b_ih, b_hh, h0, c0, reverse)
+
+    lstm_layer_fused_backward = staticmethod(_lstm.backward)
 
     conv2d = staticmethod(_conv.conv2d)
     conv2d_backward = staticmethod(_conv.conv2d_backward)

@@ -172,11 +172,10 @@ class LSTM(_Recurrent):
     ) -> tuple[Tensor, State]:
         """The layer as one ``lstm_layer`` row: the backend runs it in one library call."""
         w = self._weights(layer, direction)
-        if len(w) == 4:
-            bias = w[2] + w[3]
-        else:
-            bias = Tensor.zeros((4 * self.hidden_size,), device=x.device, dtype=x.dtype)
-        y = apply(_LSTM_LAYER, (x, w[0], w[1], bias, *state), {"reverse": bool(direction)})
+        if len(w) == 2:  # no bias: 0-d placeholders
+            none = Tensor.zeros((), device=x.device, dtype=x.dtype)
+            w = (*w, none, none)
+        y = apply(_LSTM_LAYER, (x, *w, *state), {"reverse": bool(direction)})
         steps = x.shape[0]
         return y[:steps], (y[0 if direction else steps - 1], y[steps])
 

@@ -8,10 +8,13 @@ from typing import Any
 import torch
 
 
-def _lstm_layer(x: Any, w_ih: Any, w_hh: Any, bias: Any, h0: Any, c0: Any, reverse: bool) -> Any:
+def _lstm_layer(
+    x: Any, w_ih: Any, w_hh: Any, b_ih: Any, b_hh: Any, h0: Any, c0: Any, reverse: bool
+) -> Any:
     xs = x.flip(0) if reverse else x
-    weights = [w_ih, w_hh, bias, torch.zeros_like(bias)]
-    out, _, cy = torch.lstm(xs, (h0[None], c0[None]), weights, True, 1, 0.0, False, False, False)
+    biased = b_ih.ndim > 0
+    weights = [w_ih, w_hh, b_ih, b_hh] if biased else [w_ih, w_hh]
+    out, _, cy = torch.lstm(xs, (h0[None], c0[None]), weights, biased, 1, 0.0, False, False, False)
     return torch.cat([out.flip(0) if reverse else out, cy], 0)
 
 

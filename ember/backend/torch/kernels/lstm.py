@@ -3,19 +3,22 @@
 One call runs the input projection and the recurrence of every step forward; one call gives
 the gradients of the input, the weights and the initial state. These are ATen kernels called
 directly, not torch's autograd: the ``lstm_layer`` row (ember/ops/lstm_layer.py) keeps cuDNN's
-reserve space and packed weights as its residuals. ``bias`` is ``b_ih + b_hh`` (the row's one
-bias), so cuDNN gets it as ``b_ih`` and zeros as ``b_hh``. A reversed direction runs on the
-time-flipped sequence.
+reserve space and packed weights as its residuals. A reversed direction runs on the
+time-flipped sequence. ember's weights are values, never views of one flat buffer, so cuDNN
+packs them on every forward (a copy of the layer's weights) and its warning about that is
+silenced here.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
 
 _LSTM_MODE = 2  # cuDNN's RNN modes: 0 relu, 1 tanh, 2 LSTM, 3 GRU
 _DTYPES = (torch.float32, torch.float16, torch.float64)
+_PACKING = "RNN module weights are not part of single contiguous chunk of memory"
 
 
 def takes(x: torch.Tensor) -> bool:
@@ -31,28 +34,35 @@ def takes(x: torch.Tensor) -> bool:
     )
 
 
-def _weights(w_ih: torch.Tensor, w_hh: torch.Tensor, bias: torch.Tensor) -> list[torch.Tensor]:
-    return [w_ih.contiguous(), w_hh.contiguous(), bias.contiguous(), torch.zeros_like(bias)]
+def _weights(
+    w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor
+) -> list[torch.Tensor]:
+    ws = [w_ih, w_hh, b_ih, b_hh] if b_ih.ndim else [w_ih, w_hh]
+    return [w.contiguous() for w in ws]
 
 
 def forward(
     x: torch.Tensor,
     w_ih: torch.Tensor,
     w_hh: torch.Tensor,
-    bias: torch.Tensor,
+    b_ih: torch.Tensor,
+    b_hh: torch.Tensor,
     h0: torch.Tensor,
     c0: torch.Tensor,
     reverse: bool,
 ) -> tuple[torch.Tensor, tuple[Any, ...]]:
     """``(T + 1, B, H)``: every ``h_t`` in time order, then the final cell state; and the
     residuals the backward reads: cuDNN's reserve space, its packed weights, and a view of the
-    ``h_t`` rows of the output (no copy)."""
+    ``h_t`` rows of the output (no copy). 0-d biases: none."""
     hid = h0.shape[-1]
     xs = (x.flip(0) if reverse else x).contiguous()
-    out, _, cy, reserve, packed = torch.ops.aten._cudnn_rnn(
-        xs, _weights(w_ih, w_hh, bias), 4, None, h0.unsqueeze(0).contiguous(),
-        c0.unsqueeze(0).contiguous(), _LSTM_MODE, hid, 0, 1, False, 0.0, True, False, [], None,
-    )  # fmt: skip
+    ws = _weights(w_ih, w_hh, b_ih, b_hh)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PACKING)
+        out, _, cy, reserve, packed = torch.ops.aten._cudnn_rnn(
+            xs, ws, len(ws), None, h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous(),
+            _LSTM_MODE, hid, 0, 1, False, 0.0, True, False, [], None,
+        )  # fmt: skip
     result = torch.cat([out.flip(0) if reverse else out, cy], 0)
     return result, (reserve, packed, result[: x.shape[0]])
 
@@ -62,26 +72,27 @@ def backward(
     x: torch.Tensor,
     w_ih: torch.Tensor,
     w_hh: torch.Tensor,
-    bias: torch.Tensor,
+    b_ih: torch.Tensor,
+    b_hh: torch.Tensor,
     h0: torch.Tensor,
     c0: torch.Tensor,
     saved: tuple[Any, ...],
     reverse: bool,
-) -> tuple[torch.Tensor, ...]:
-    """Gradients of ``(x, w_ih, w_hh, bias, h0, c0)`` given the row's output gradient
-    ``(T + 1, B, H)``."""
+) -> tuple[torch.Tensor | None, ...]:
+    """Gradients of ``(x, w_ih, w_hh, b_ih, b_hh, h0, c0)`` given the row's output gradient
+    ``(T + 1, B, H)`` (``None`` for absent biases)."""
     reserve, packed, hs = saved
     steps, hid = x.shape[0], h0.shape[-1]
 
     def seq(t: torch.Tensor) -> torch.Tensor:  # in the order cuDNN ran the steps
         return (t.flip(0) if reverse else t).contiguous()
 
-    gh = grad[:steps]
-    gc = grad[steps:].contiguous()
+    ws = _weights(w_ih, w_hh, b_ih, b_hh)
     dx, dhx, dcx, dws = torch.ops.aten._cudnn_rnn_backward(
-        seq(x), _weights(w_ih, w_hh, bias), 4, packed, h0.unsqueeze(0).contiguous(),
-        c0.unsqueeze(0).contiguous(), seq(hs), seq(gh), None, gc, _LSTM_MODE, hid, 0, 1, False,
-        0.0, True, False, [], None, reserve, [True, True, True, True],
+        seq(x), ws, len(ws), packed, h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous(),
+        seq(hs), seq(grad[:steps]), None, grad[steps:].contiguous(), _LSTM_MODE, hid, 0, 1,
+        False, 0.0, True, False, [], None, reserve, [True, True, True, True],
     )  # fmt: skip
     dx = dx.flip(0) if reverse else dx
-    return dx, dws[0], dws[1], dws[2], dhx[0], dcx[0]
+    db_ih, db_hh = (dws[2], dws[3]) if b_ih.ndim else (None, None)
+    return dx, dws[0], dws[1], db_ih, db_hh, dhx[0], dcx[0]
