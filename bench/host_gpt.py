@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import pstats
 import statistics
 import sys
@@ -100,9 +101,13 @@ def ember_runner(cfg: Config) -> Callable[..., Any]:
     return step
 
 
+# what --phases reads: wall time, or with --cpu this process's CPU time (steadier on a shared host)
+_clock = time.perf_counter
+
+
 def _tick(clock: list[float] | None) -> None:
     if clock is not None:
-        clock.append(time.perf_counter())
+        clock.append(_clock())
 
 
 def torch_runner(cfg: Config) -> Callable[..., Any]:
@@ -148,6 +153,30 @@ def nodes_per_step(step: Callable[..., Any]) -> int:
     return node.Node.leaf(None, None).id - first - 1
 
 
+def gc_cost(step: Callable[..., Any], steps: int) -> tuple[list[float], float]:
+    """Collections per step of each generation and the ms per step spent in them (the cyclic
+    garbage collector's pauses: a step's medians leave out the rare full collection)."""
+    gc.collect()
+    count = [0, 0, 0]
+    spent = [0.0]
+    start = [0.0]
+
+    def hook(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            start[0] = _clock()
+        else:
+            count[info["generation"]] += 1
+            spent[0] += _clock() - start[0]
+
+    gc.callbacks.append(hook)
+    try:
+        for _ in range(steps):
+            step()
+    finally:
+        gc.callbacks.remove(hook)
+    return [c / steps for c in count], spent[0] / steps * 1e3
+
+
 def phases(ember_step: Callable[..., Any], torch_step: Callable[..., Any], cfg: Any) -> None:
     """Print the median (over rounds of ``cfg.steps`` steps) of each phase's host ms, both sides,
     and per recorded node µs of the ember forward, recording and backward."""
@@ -158,7 +187,7 @@ def phases(ember_step: Callable[..., Any], torch_step: Callable[..., Any], cfg: 
         for _ in range(cfg.rounds):
             parts: list[list[float]] = [[] for _ in PHASES]
             for _ in range(cfg.steps):
-                clock = [time.perf_counter()]
+                clock = [_clock()]
                 run(clock)
                 for i in range(len(PHASES)):
                     parts[i].append((clock[i + 1] - clock[i]) * 1e3)
@@ -177,6 +206,11 @@ def phases(ember_step: Callable[..., Any], torch_step: Callable[..., Any], cfg: 
         f"ember per recorded node ({n} a step): forward {e[0] / n * 1e3:.1f} us, recording "
         f"{e[1] / n * 1e3:.1f} us, backward {e[2] / n * 1e3:.1f} us"
     )
+    k = cfg.gc_steps
+    for name, run in (("ember", ember_step), ("torch", torch_step)):
+        per, ms = gc_cost(run, k)
+        gens = ", ".join(f"gen{g} {c:.3f}" for g, c in enumerate(per))
+        print(f"{name} garbage collections per step over {k} steps: {gens}; {ms:.3f} ms a step")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--phases", action="store_true", help="median time of each step phase")
+    p.add_argument("--gc-steps", type=int, default=1000, help="steps of --phases' GC count")
+    p.add_argument("--cpu", action="store_true", help="--phases in process CPU time, not wall")
     args = p.parse_args(argv)
+    if args.cpu:
+        global _clock
+        _clock = time.process_time
     torch.set_num_threads(args.threads)
     cfg = Config(6, args.width, 8, args.context, args.batch, args.vocab, bf16=False)
     ember_step, torch_step = ember_runner(cfg), torch_runner(cfg)
