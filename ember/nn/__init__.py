@@ -14,6 +14,7 @@ from .layers import GRU as GRU
 from .layers import LSTM as LSTM
 from .layers import RNN as RNN
 from .layers import AdaptiveAvgPool2d as AdaptiveAvgPool2d
+from .layers import AvgPool1d as AvgPool1d
 from .layers import AvgPool2d as AvgPool2d
 from .layers import BatchNorm1d as BatchNorm1d
 from .layers import BatchNorm2d as BatchNorm2d
@@ -35,7 +36,10 @@ from .layers import LayerNorm as LayerNorm
 from .layers import LeakyReLU as LeakyReLU
 from .layers import Linear as Linear
 from .layers import LSTMCell as LSTMCell
+from .layers import MaxPool1d as MaxPool1d
 from .layers import MaxPool2d as MaxPool2d
+from .layers import MaxUnpool1d as MaxUnpool1d
+from .layers import MaxUnpool2d as MaxUnpool2d
 from .layers import Mish as Mish
 from .layers import ModuleDict as ModuleDict
 from .layers import ModuleList as ModuleList

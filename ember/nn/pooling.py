@@ -90,7 +90,22 @@ def _windows(
             f"{_shown(pad, n)}, dilation {_shown(dil, n)}). Use a smaller kernel or more "
             f"padding{hint}."
         )
+    for i in (0, 1):
+        if dil[i] > 1 and not _windows_see_input(size[i], k[i], st[i], pad[i], dil[i], out[i]):
+            raise ShapeError(
+                f"{op}: a window of kernel {_shown(k, n)} with dilation {_shown(dil, n)} "
+                f"(stride {_shown(st, n)}, padding {_shown(pad, n)}) would read only padding "
+                f"of an input of spatial size {_shown(size, n)}. Use less padding or dilation."
+            )
     checks.alloc(op, (x.shape[0], x.shape[1], *out), x.dtype)
+
+
+def _windows_see_input(n: int, k: int, s: int, p: int, d: int, out: int) -> bool:
+    """Whether every dilated window along an axis has a tap inside the input (PyTorch gives
+    -inf for one that has none, and its CPU backward then writes out of bounds)."""
+    start = np.arange(out, dtype=np.int64) * s - p
+    first = np.maximum(-start + d - 1, 0) // d  # the first tap at or after position 0
+    return bool(np.all((first < k) & (start + first * d < n)))
 
 
 def _spatial(op: str, x: Any, n: int) -> tuple[Tensor, bool]:
@@ -175,8 +190,8 @@ def max_pool2d(
 
     Returns:
         (N, C, Ho, Wo), and the (N, C, Ho, Wo) indices when asked. The gradient of each output
-        goes to the first maximum of its window (a window that sees only padding gets -inf and
-        passes no gradient).
+        goes to the first maximum of its window. A dilation that leaves a window reading only
+        padding is refused (PyTorch gives -inf there).
     """
     return _max_pool(
         "max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2

@@ -33,8 +33,12 @@ from .norm import GroupNorm as GroupNorm
 from .norm import LayerNorm as LayerNorm
 from .norm import RmsNorm as RmsNorm
 from .pool import AdaptiveAvgPool2d as AdaptiveAvgPool2d
+from .pool import AvgPool1d as AvgPool1d
 from .pool import AvgPool2d as AvgPool2d
+from .pool import MaxPool1d as MaxPool1d
 from .pool import MaxPool2d as MaxPool2d
+from .pool import MaxUnpool1d as MaxUnpool1d
+from .pool import MaxUnpool2d as MaxUnpool2d
 from .rnn import GRU as GRU
 from .rnn import LSTM as LSTM
 from .rnn import RNN as RNN
