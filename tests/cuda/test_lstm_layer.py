@@ -35,9 +35,13 @@ def test_cudnn_equals_the_generic_row_in_float64(reverse: bool, bias: bool) -> N
     for dev in (em.Device.cuda(0).autodiff(), em.Device.torch("cpu").autodiff()):
         ts = [em.tensor(v, device=dev) for v in vals]
         ts = [t if t.ndim == 0 else t.require_grad() for t in ts]  # 0-d biases: none
+        ptrs = [t._raw.data_ptr() for t in ts]
         out = apply(OPS["lstm_layer"], tuple(ts), {"reverse": reverse})
         grads = (out * em.tensor(gw, device=dev)).sum().backward()
         results.append([out.to_numpy(), *(t.grad(grads).to_numpy() for t in ts if t.ndim)])
+        for t, v, p in zip(ts, vals, ptrs):  # packing cuDNN's weights left the inputs alone
+            assert t._raw.data_ptr() == p
+            np.testing.assert_array_equal(t.to_numpy(), v)
     assert em.Device.cuda(0).b.lstm_layer_takes(em.tensor(vals[0], device=em.Device.cuda(0))._raw)
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
