@@ -93,9 +93,10 @@ def _windows(
     for i in (0, 1):
         if dil[i] > 1 and not _windows_see_input(size[i], k[i], st[i], pad[i], dil[i], out[i]):
             raise ShapeError(
-                f"{op}: a window of kernel {_shown(k, n)} with dilation {_shown(dil, n)} "
-                f"(stride {_shown(st, n)}, padding {_shown(pad, n)}) would read only padding "
-                f"of an input of spatial size {_shown(size, n)}. Use less padding or dilation."
+                f"{op}: expected every window to read some of the input, got one that reads "
+                f"only padding (kernel {_shown(k, n)}, dilation {_shown(dil, n)}, stride "
+                f"{_shown(st, n)}, padding {_shown(pad, n)}, spatial size {_shown(size, n)}). "
+                "Use less padding or dilation."
             )
     checks.alloc(op, (x.shape[0], x.shape[1], *out), x.dtype)
 
