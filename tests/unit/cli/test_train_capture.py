@@ -39,3 +39,31 @@ def test_capture_with_fp16_is_a_usage_error(
         main([*GPT, "--capture", "--precision", "fp16"])
     assert info.value.code == 2
     assert "--capture records fp32 or bf16" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "precision", "devices", "want"),
+    [
+        ("gpt", "cuda", "bf16", None, True),
+        ("gpt", "cuda", "fp32", None, True),
+        ("gpt", "cuda", "fp16", None, False),  # the loss scaler reads the host every step
+        ("gpt", "cuda", "bf16", "cuda:0,cuda:1", False),
+        ("cnn", "cuda", "fp32", None, False),
+        ("gpt", "cpu", "fp32", None, False),
+    ],
+)
+def test_capture_defaults_on_for_gpt_on_one_cuda_device(
+    model: str, device: str, precision: str, devices: str | None, want: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import argparse
+    from types import SimpleNamespace
+
+    from ember.cli import tasks, train
+
+    # CUDA is not needed to decide: the device's kind is all the default reads
+    monkeypatch.setattr(
+        tasks, "device_of", lambda spec, **kw: SimpleNamespace(is_cuda=spec.startswith("cuda"))
+    )
+    args = argparse.Namespace(model=model, device=device, precision=precision, devices=devices)
+    assert train.default_capture(args) is want
