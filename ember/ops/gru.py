@@ -70,10 +70,8 @@ def gru_seq_backward(ctx: Any, grad: Any) -> Grads:
     hw = flat_matmul(b, hp, transposed(b, w_hh))  # (T, B, 3H): every step's h W_hh^T
     if b_hh.ndim:
         hw = hw + b_hh
-    r, z = (
-        b.sigmoid(b.index(xw, k0) + b.index(hw, k0)),
-        b.sigmoid(b.index(xw, k1) + b.index(hw, k1)),
-    )
+    s = b.sigmoid(b.index(xw, k01) + b.index(hw, k01))  # (T, B, 2H): [r | z]
+    r, z = b.index(s, k0), b.index(s, k1)
     hn = b.index(hw, k2)
     n = b.tanh(b.index(xw, k2) + r * hn)
     fac_n = (1 - z) * (1 - n * n)  # d(xw_n) / dh'
