@@ -4,9 +4,10 @@
   tensor, or per row of the left and per column of the right): the int8 values are multiplied
   with int32 accumulation by the backend's ``int8_matmul`` (``torch._int_mm`` on torch), and
   the int32 sums scaled by ``s_left * s_right``. Exact up to that one float32 scaling.
-- A float operand with a quantized one (a quantized weight): the int8 values are converted to
-  the float operand's dtype inside the product and the scales applied to its output when they
-  are shared along the summed axis (a Linear weight quantized per output channel, per tensor);
+- A float operand with a quantized one (a quantized weight): the ``int8_weight_matmul`` row
+  (``ember/ops/qmatmul.py``: the int8 values dequantized inside the product, the scales applied
+  to its output) when the scales are shared along the summed axis (a Linear weight quantized
+  per output channel, per tensor);
   otherwise the quantized operand is dequantized first. Either way the result equals the
   product with ``dequantize()`` up to float rounding, and gradients flow to the float operand
   only (the quantized one is a constant, SEMANTICS.md §11).
@@ -69,9 +70,14 @@ def matmul(a: Operand, b: Operand) -> Tensor:
             return _int_product(a, b)
         return a.dequantize() @ b.dequantize()
     if qb:
+        if a.ndim >= 2 and b.ndim == 2 and not b._scheme.is_affine and b._scales.shape[0] == 1:
+            # scales shared along K: (x @ values) * s, dequantized inside the product
+            from ..ops.registry import OPS
+            from .dispatch import apply
+
+            return apply(OPS["int8_weight_matmul"], (a, b._values, b._scales), {})
         if a.ndim >= 2 and b.ndim >= 2 and not b._scheme.is_affine and b._scales.shape[-2] == 1:
-            # scales shared along K: (x @ values) * s, the values in x's dtype
-            x: Tensor = a
+            x: Tensor = a  # a batched quantized operand: (x @ values) * s, values in x's dtype
             dt = x.dtype
             return (x @ b._values.cast(dt)) * _as(b._scales, dt)
         return a @ b.dequantize()

@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     linear_ce,
     lstm_layer,
     nn,
+    qmatmul,
     reduce,
     rnn,
 )

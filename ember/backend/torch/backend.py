@@ -37,6 +37,7 @@ from .kernels import bce as _bce
 from .kernels import conv as _conv
 from .kernels import embedding as _emb
 from .kernels import int8_gemm as _int8
+from .kernels import int8_weight as _int8w
 from .kernels import lstm as _lstm
 from .kernels import norm as _norm
 from .kernels import pooling as _pooling
@@ -369,6 +370,13 @@ class TorchBackend(Backend):
         if _int8.available(a, b):
             return _int8.int8_gemm(a, _column_major(b), scale_a, scale_b)
         return self.int8_matmul(a, b).to(torch.float32) * (scale_a * scale_b)
+
+    def int8_weight_matmul(self, x: Tensor, w: Tensor, s: Tensor) -> Tensor:
+        """``(x @ w) * s``, int8 ``w`` dequantized inside a Triton GEMM on CUDA for bf16/fp16
+        ``x`` (kernels/int8_weight.py); otherwise ``w`` converted to ``x``'s dtype first."""
+        if _int8w.available(x, w):
+            return _int8w.int8_weight_gemm(x, w, s)
+        return torch.matmul(x, w.to(x.dtype)) * s.to(x.dtype)
 
     def linear(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
         """x @ w^T + b as one addmm; a 0-d ``b`` means no bias."""
