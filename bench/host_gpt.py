@@ -8,7 +8,7 @@ gradient clipping by global norm 1.0, AdamW (weight decay 0.01).
 
 Usage:
     python bench/host_gpt.py [--vocab 256] [--steps 30] [--rounds 7] [--threads 1] [--profile]
-                             [--width 64] [--context 32] [--batch 2]
+                             [--layers 6] [--width 64] [--context 32] [--batch 2]
     python bench/host_gpt.py --phases     # per-phase host ms of both sides, per-node us
     python bench/host_gpt.py --phases --width 16 --context 4 --batch 1 --vocab 32  # host-bound
 
@@ -216,6 +216,7 @@ def phases(ember_step: Callable[..., Any], torch_step: Callable[..., Any], cfg: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--layers", type=int, default=6)
     p.add_argument("--width", type=int, default=64, help="n_embd (8 heads)")
     p.add_argument("--context", type=int, default=32, help="block size (tokens per row)")
     p.add_argument("--batch", type=int, default=2)
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         global _clock
         _clock = time.process_time
     torch.set_num_threads(args.threads)
-    cfg = Config(6, args.width, 8, args.context, args.batch, args.vocab, bf16=False)
+    cfg = Config(args.layers, args.width, 8, args.context, args.batch, args.vocab, bf16=False)
     ember_step, torch_step = ember_runner(cfg), torch_runner(cfg)
     for _ in range(5):
         ember_step()
