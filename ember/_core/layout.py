@@ -26,6 +26,8 @@ _RESHAPE, _PERMUTE, _EXPAND = OPS["reshape"], OPS["permute"], OPS["expand"]
 _RESHAPES: dict[tuple[Any, Any], tuple[int, ...] | None] = {}
 _SWAPS: dict[tuple[int, int, int], tuple[int, ...] | None] = {}
 _CACHE_SIZE = 4096
+# (dim, size, step) -> the sizes and index attrs of a split's pieces (``_piece_plan``)
+_PLANS: dict[tuple[int, int, int], tuple[tuple[int, ...], tuple[dict[str, Any], ...]]] = {}
 
 
 def _reshape_target(src: Any, shape: Any) -> tuple[int, ...] | None:
@@ -283,6 +285,22 @@ def _piece(x: Tensor, d: int, start: int, length: int) -> Tensor:
     return apply(_INDEX, (x,), {"key": (slice(None),) * d + (slice(start, start + length),)})
 
 
+def _piece_plan(d: int, size: int, step: int) -> tuple[tuple[int, ...], tuple[dict[str, Any], ...]]:
+    """Sizes and ``index`` attrs of ``_pieces``' pieces, one shared plan per (dim, size, step):
+    the nodes of every split with that plan read the same attrs (none writes them), so a
+    recorded split keeps no key tuples, slices or dicts of its own."""
+    plan = _PLANS.get((d, size, step))
+    if plan is None:
+        if len(_PLANS) >= _CACHE_SIZE:
+            _PLANS.clear()
+        lead = (slice(None),) * d
+        starts = range(0, size, step)
+        sizes = tuple([min(step, size - s) for s in starts])
+        attrs = tuple([{"key": (*lead, slice(s, s + n))} for s, n in zip(starts, sizes)])
+        plan = _PLANS[d, size, step] = (sizes, attrs)
+    return plan
+
+
 def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
     """Consecutive ``index`` pieces of ``step`` along ``d`` (the last holds the remainder).
 
@@ -290,27 +308,23 @@ def _pieces(x: Tensor, d: int, size: int, step: int) -> list[Tensor]:
     values come from one ``split_views`` call (one split kernel where a backend has a cheaper
     one than indexing each piece: the same views).
     """
-    starts = range(0, size, step)
-    if len(starts) < 2:
-        return [_piece(x, d, s, min(step, size - s)) for s in starts]
+    if size <= step:
+        return [_piece(x, d, s, min(step, size - s)) for s in range(0, size, step)]
+    sizes, attrs = _piece_plan(d, size, step)
     data = x._data
     dev = x._dev
     b = dev.b
-    lead = (slice(None),) * d
-    keys = [(*lead, slice(s, min(s + step, size))) for s in starts]
-    outs = b.split_views(data, [min(step, size - s) for s in starts], d)
+    outs = b.split_views(data, sizes, d)
     strategy = x._strategy
     cls = x.__class__
     pieces = []
-    for key, out in zip(keys, outs):
+    for at, out in zip(attrs, outs):
         if type(out) is not b.array_type:
             out = b.asarray(out)
         if strategy is None:
             pieces.append(wrap(cls, out, dev))
         else:
-            pieces.append(
-                _record(_INDEX, cls, (x._node,), (data,), out, {"key": key}, strategy, dev)
-            )
+            pieces.append(_record(_INDEX, cls, (x._node,), (data,), out, at, strategy, dev))
     return pieces
 
 
