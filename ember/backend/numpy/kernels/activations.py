@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..special import erf as _erf
+from .gelu_float32 import gelu_backward_block, gelu_block
 from .threads import _BLOCK_ELEMS, _parallel_split
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -63,9 +64,13 @@ def _blocks(x: np.ndarray, *more: np.ndarray) -> tuple[np.ndarray, list[np.ndarr
 
 
 def _gelu_exact(x: np.ndarray) -> np.ndarray:
-    """0.5 x (1 + erf(x / sqrt 2)) in x's dtype (float32 / float64), in place per block."""
+    """0.5 x (1 + erf(x / sqrt 2)) in x's dtype (float32: ``gelu_float32``; float64: SciPy's
+    erf), in place per block."""
     out, (xf,), run = _blocks(x)
     f = x.dtype.type
+    if f is np.float32:
+        run(lambda lo, hi: gelu_block(xf[lo:hi], out[lo:hi]))
+        return out.reshape(x.shape)
 
     def block(lo: int, hi: int) -> None:
         t, xb = out[lo:hi], xf[lo:hi]
@@ -83,6 +88,9 @@ def _gelu_exact_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray:
     """grad (Phi(x) + x phi(x)), Phi and phi the normal CDF and density, per block."""
     out, (xf, gf), run = _blocks(x, grad)
     f = x.dtype.type
+    if f is np.float32:
+        run(lambda lo, hi: gelu_backward_block(xf[lo:hi], gf[lo:hi], out[lo:hi]))
+        return out.reshape(x.shape)
 
     def block(lo: int, hi: int) -> None:
         cdf, xb = out[lo:hi], xf[lo:hi]
