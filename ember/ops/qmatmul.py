@@ -39,12 +39,15 @@ def _flops(shapes: tuple[tuple[int, ...], ...], attrs: dict[str, Any]) -> float:
 def int8_weight_matmul_backward(ctx: Any, grad: Any) -> Grads:
     b = ctx.b
     x, w, s = ctx.inputs
-    wf = b.cast(w, b.dtype_of(x))
+    dt = b.dtype_of(x)  # the output's (and the gradient's) dtype
+    wf = b.cast(w, dt)
     dx = ds = None
     if ctx.parents[0] is not None:
-        dx = b.matmul(grad * s, b.permute(wf, (1, 0)))
+        s_dt = s if b.dtype_of(s) == dt else b.cast(s, dt)
+        dx = b.matmul(grad * s_dt, b.permute(wf, (1, 0)))
     if ctx.parents[2] is not None:
         n = w.shape[1]
         prod = b.reshape(grad * b.matmul(x, wf), (-1, n))
         ds = b.reshape(b.sum_dim(prod, 0), (1, n))
+        ds = ds if b.dtype_of(ds) == b.dtype_of(s) else b.cast(ds, b.dtype_of(s))
     return dx, None, ds
