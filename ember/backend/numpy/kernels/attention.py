@@ -23,19 +23,36 @@ def attention_weights(
         return _weights(q, k, bias, scale, is_causal)
 
 
+_MASKS: dict[tuple[int, int], np.ndarray] = {}  # (L, S) -> the causal mask's masked-out cells
+
+
+def _above_diagonal(L: int, S: int) -> np.ndarray:
+    """(L, S) bool, True where key j > query i (the cells a causal mask hides), cached."""
+    mask = _MASKS.get((L, S))
+    if mask is None:
+        if len(_MASKS) > 64:
+            _MASKS.clear()
+        mask = _MASKS[(L, S)] = ~np.tri(L, S, dtype=bool)
+    return mask
+
+
 def _weights(
     q: np.ndarray, k: np.ndarray, bias: np.ndarray, scale: float, is_causal: bool
 ) -> np.ndarray:
-    s = q @ np.swapaxes(k, -1, -2)
+    s = q @ np.swapaxes(k, -1, -2)  # a fresh array: the passes below write into it
     s *= s.dtype.type(scale)
     if bias.ndim:
-        s = s + bias
+        if bias.dtype == s.dtype and np.broadcast_shapes(s.shape, bias.shape) == s.shape:
+            s += bias
+        else:
+            s = s + bias
     if is_causal:
-        L, S = s.shape[-2:]
-        s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, s.dtype.type(-np.inf))
+        np.copyto(s, s.dtype.type(-np.inf), where=_above_diagonal(*s.shape[-2:]))
     p = softmax(np.ascontiguousarray(s), s.ndim - 1)
-    if s.size:
-        dead = s.max(axis=-1, keepdims=True) == -np.inf  # a NaN score keeps its row NaN
+    # a row whose scores are all -inf comes out of the softmax as NaN (so its first weight is
+    # NaN): only then is the exact check made (a NaN score keeps its row NaN)
+    if s.size and s.shape[-1] and np.isnan(p[..., 0]).any():
+        dead = s.max(axis=-1, keepdims=True) == -np.inf
         if dead.any():
             p = np.where(dead, p.dtype.type(0), p)
     return p
