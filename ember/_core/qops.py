@@ -4,13 +4,12 @@
   tensor, or per row of the left and per column of the right): the int8 values are multiplied
   with int32 accumulation by the backend's ``int8_matmul`` (``torch._int_mm`` on torch), and
   the int32 sums scaled by ``s_left * s_right``. Exact up to that one float32 scaling.
-- A float operand with a quantized one (a quantized weight): the ``int8_weight_matmul`` row
+- A float operand with a quantized one (a quantized weight): the ``int8_weight_linear`` row
   (``ember/ops/qmatmul.py``: the int8 values dequantized inside the product, the scales applied
   to its output) when the scales are shared along the summed axis (a Linear weight quantized
-  per output channel, per tensor);
-  otherwise the quantized operand is dequantized first. Either way the result equals the
-  product with ``dequantize()`` up to float rounding, and gradients flow to the float operand
-  only (the quantized one is a constant, SEMANTICS.md §11).
+  per output channel, or per tensor); otherwise the quantized operand is dequantized first.
+  Either way the result equals the product with ``dequantize()`` up to float rounding, and
+  gradients flow to the float operand only (the quantized one is a constant, SEMANTICS.md §11).
 - Anything else dequantizes the quantized operands and multiplies the floats.
 """
 
@@ -20,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..dtype import float32, promote
 from ..errors import DTypeError, ShapeError
+from ..ops.registry import OPS
 from .base import AnyTensor as TensorBase
+from .dispatch import apply
 from .qlayout import QuantizedLayoutMethods
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ else:  # isinstance through the class's base: quantized.py imports this module's
     QuantizedTensor = QuantizedLayoutMethods
 
 Operand = Any  # a Tensor or a QuantizedTensor
+_WEIGHT_LINEAR = OPS["int8_weight_linear"]
 
 
 def _check_operand(op: str, x: object) -> None:
@@ -71,11 +73,8 @@ def matmul(a: Operand, b: Operand) -> Tensor:
         return a.dequantize() @ b.dequantize()
     if qb:
         if a.ndim >= 2 and b.ndim == 2 and not b._scheme.is_affine and b._scales.shape[0] == 1:
-            # scales shared along K: (x @ values) * s, dequantized inside the product
-            from ..ops.registry import OPS
-            from .dispatch import apply
-
-            return apply(OPS["int8_weight_matmul"], (a, b._values, b._scales), {})
+            # scales shared along K: the transposed weight's row, dequantized in the product
+            return _weight_linear(a, b._values.transpose(), b._scales.transpose())
         if a.ndim >= 2 and b.ndim >= 2 and not b._scheme.is_affine and b._scales.shape[-2] == 1:
             x: Tensor = a  # a batched quantized operand: (x @ values) * s, values in x's dtype
             dt = x.dtype
@@ -86,6 +85,12 @@ def matmul(a: Operand, b: Operand) -> Tensor:
         dt = y.dtype
         return (a._values.cast(dt) @ y) * _as(a._scales, dt)
     return a.dequantize() @ b
+
+
+def _weight_linear(x: Tensor, values: Tensor, scales: Tensor) -> Tensor:
+    """``x`` (*, K) times int8 ``values`` (N, K) with ``scales`` (N, 1): the
+    ``int8_weight_linear`` row, dequantized inside the product."""
+    return apply(_WEIGHT_LINEAR, (x, values, scales), {})
 
 
 def _as(t: Tensor, dt: Any) -> Tensor:
@@ -132,6 +137,15 @@ def linear(x: Operand, weight: Operand, bias: Tensor | None = None) -> Tensor:
         if not isinstance(bias, TensorBase) or bias.shape != (weight.shape[0],):
             got = bias.shape if isinstance(bias, TensorBase) else type(bias).__name__
             raise ShapeError(f"linear: expected bias of shape ({weight.shape[0]},), got {got}.")
+    if (
+        isinstance(weight, QuantizedTensor)
+        and not isinstance(x, QuantizedTensor)
+        and x.ndim >= 2
+        and not weight._scheme.is_affine
+        and weight._scales.shape[1] == 1
+    ):  # a weight quantized per output channel (or per tensor): no transposed copy of it
+        out = _weight_linear(x, weight._values, weight._scales)
+        return out if bias is None else out + bias
     w_t = weight.transpose()
     if isinstance(x, QuantizedTensor) and x.ndim != 2:
         x = x.dequantize()

@@ -472,9 +472,7 @@ def _exactly(d: float, like: Tensor) -> Tensor:
     """``d`` as a 0-d tensor on ``like``'s device: division by it is correctly rounded on every
     backend (torch's CUDA kernels multiply by the reciprocal of a Python-number divisor, which
     can be an ulp off, and the scales would differ from NumPy's)."""
-    from .tensor import Tensor
-
-    return Tensor.full((), d, dtype=like.dtype, device=like._hardware)
+    return type(like).full((), d, dtype=like.dtype, device=like._hardware)
 
 
 class QuantizeMethods:

@@ -26,7 +26,7 @@ def test_kernel_against_float64(m: int, dtype: str) -> None:
     w = torch.randint(-127, 128, (n, k), dtype=torch.int8, device="cuda", generator=g).t()
     s = torch.rand((1, n), device="cuda", generator=g) * 0.01 + 1e-3
     assert int8_weight.available(x, w)
-    got = em.Device.cuda(0).b.int8_weight_matmul(x, w, s)
+    got = em.Device.cuda(0).b.int8_weight_linear(x, w.t(), s.t())
     want = (x.double() @ w.double()) * s.double()
     assert got.dtype == dt and got.shape == (m, n)
     # float32 accumulation, one rounding to the half type at the end

@@ -113,14 +113,15 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
         out = lin.matmul(self.cast(a, float64), self.cast(b, float64))
         return self.cast(out, int32)
 
-    def int8_weight_matmul(self, x: Raw, w: Raw, s: Raw) -> Raw:
-        """``(x @ w) * s`` for float ``x`` (*, K), int8 ``w`` (K, N) and scales ``s`` (1, N), in
-        ``x``'s dtype. The default converts ``w`` to ``x``'s dtype first; a backend with a
-        kernel that dequantizes inside the product overrides it."""
+    def int8_weight_linear(self, x: Raw, w: Raw, s: Raw) -> Raw:
+        """``(x @ w^T) * s^T`` for float ``x`` (*, K), int8 ``w`` (N, K) and scales ``s`` (N, 1)
+        or (1, 1), in ``x``'s dtype. The default converts ``w`` to ``x``'s dtype first; a
+        backend with a kernel that dequantizes inside the product overrides it."""
         dt = self.dtype_of(x)
         lin = cast(LinalgOps, self)
-        prod = lin.matmul(x, self.cast(w, dt))
-        return self.asarray(self.mul(prod, s if self.dtype_of(s) is dt else self.cast(s, dt)))
+        prod = lin.matmul(x, self.permute(self.cast(w, dt), (1, 0)))
+        s_row = self.permute(s if self.dtype_of(s) is dt else self.cast(s, dt), (1, 0))
+        return self.asarray(self.mul(prod, s_row))
 
     def int8_matmul_scaled(self, a: Raw, b: Raw, scale_a: Raw, scale_b: Raw) -> Raw:
         """float32 ``int8_matmul(a, b) * (scale_a * scale_b)`` for float32 scales ``scale_a``

@@ -371,12 +371,12 @@ class TorchBackend(Backend):
             return _int8.int8_gemm(a, _column_major(b), scale_a, scale_b)
         return self.int8_matmul(a, b).to(torch.float32) * (scale_a * scale_b)
 
-    def int8_weight_matmul(self, x: Tensor, w: Tensor, s: Tensor) -> Tensor:
-        """``(x @ w) * s``, int8 ``w`` dequantized inside a Triton GEMM on CUDA for bf16/fp16
-        ``x`` (kernels/int8_weight.py); otherwise ``w`` converted to ``x``'s dtype first."""
-        if _int8w.available(x, w):
-            return _int8w.int8_weight_gemm(x, w, s)
-        return torch.matmul(x, w.to(x.dtype)) * s.to(x.dtype)
+    def int8_weight_linear(self, x: Tensor, w: Tensor, s: Tensor) -> Tensor:
+        """``(x @ w^T) * s^T``, int8 ``w`` dequantized inside a Triton GEMM on CUDA for
+        bf16/fp16 ``x`` (kernels/int8_weight.py); otherwise ``w`` converted to ``x``'s dtype."""
+        if _int8w.available(x, w.t()):
+            return _int8w.int8_weight_gemm(x, w.t(), s.t())
+        return torch.matmul(x, w.t().to(x.dtype)) * s.t().to(x.dtype)
 
     def linear(self, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
         """x @ w^T + b as one addmm; a 0-d ``b`` means no bias."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def _int8_weight_matmul(x: Any, w: Any, s: Any) -> Any:
-    return (x @ w.to(x.dtype)) * s.to(x.dtype)
+def _int8_weight_linear(x: Any, w: Any, s: Any) -> Any:
+    return (x @ w.to(x.dtype).T) * s.to(x.dtype).T
 
 
-REFS = {"int8_weight_matmul": _int8_weight_matmul}
+REFS = {"int8_weight_linear": _int8_weight_linear}
