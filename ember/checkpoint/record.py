@@ -39,6 +39,27 @@ def _depth(parents: tuple[Node | None, ...]) -> int:
     return d + 1
 
 
+def _promote(parents: tuple[Node | None, ...], raws: tuple[Any, ...], out: Any) -> bool:
+    """Keep the deepest recipe parent's value instead of ``out`` when it is no larger: the chain
+    restarts there, so that parent's other children (a residual stream's next block) start
+    short too, and a branch's tail (a norm and its cast) is not kept beside it. The parent's
+    children recorded before fetch the value from its ``output``; a parent whose rule does not
+    read its inputs drops the ones it held for its recompute. ``False``: nothing promoted."""
+    deepest: ChainNode | None = None
+    raw = None
+    for p, r in zip(parents, raws):
+        if type(p) is ChainNode and p.recipe and (deepest is None or p.depth > deepest.depth):
+            deepest, raw = p, r
+    if deepest is None or getattr(raw, "nbytes", 0) > getattr(out, "nbytes", 0):
+        return False
+    deepest.recipe = False
+    deepest.depth = 0
+    deepest.output = raw
+    if not deepest.spec.saves_inputs:
+        deepest.inputs = None
+    return True
+
+
 def node(
     strategy: GradientCheckpointingStrategy,
     spec: OpSpec,
@@ -54,9 +75,11 @@ def node(
     The strategy decides "keep, or recipe?". An op with an untracked parent is kept whatever it
     answers (an untracked value can't be recomputed later), unless its rule reads its inputs:
     then the node holds the untracked values anyway (dropout's multiply holds its mask) and a
-    recipe costs nothing more. A recipe whose recompute chain would pass ``MAX_CHAIN`` recipes
-    in a row is kept instead, so a long run of memory-bound ops (a residual stream) keeps an
-    output every few ops and backward never holds a whole chain's recomputed values at once.
+    recipe costs nothing more. Where a recipe's recompute chain would pass ``MAX_CHAIN``
+    recipes in a row, its deepest recipe parent's value is kept instead when it is no larger
+    (the chain restarts at that parent: on a residual stream the stream is kept, not the norm
+    branching off it), else the node's own; so a long run of memory-bound ops keeps a value
+    every few ops and backward never holds a whole chain's recomputed values at once.
     Every node holds only the values it will read: the raw inputs from parents that are neither
     recipes nor leaves (for its backward rule, or for its recompute when it is a recipe), and
     its own output when its rule reads it and it is no recipe. A recipe parent's value is
@@ -75,6 +98,8 @@ def node(
     depth = 0
     if recipe:
         depth = _depth(parents)
+        if depth > MAX_CHAIN and _promote(parents, raws, out):
+            depth = _depth(parents)
         if depth > MAX_CHAIN:
             recipe = False
             depth = 0

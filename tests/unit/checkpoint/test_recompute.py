@@ -100,11 +100,11 @@ def test_10000_op_chain_runs_without_recursion(device: em.Device, strategy: Stra
     g = leaves[0].grad(grads)
     assert g is not None and np.isfinite(g.to_numpy()).all()
     if strategy is Strategy.Balanced:
-        # every op but the sum is a recipe, except one output kept after each MAX_CHAIN recipes
-        # in a row (recompute chains stay short); each recipe whose value some step reads is
-        # recomputed exactly once (a recipe feeding only a kept exp, whose rule reads its own
-        # output, is never asked for)
-        kept = 10_000 // (MAX_CHAIN + 1)
+        # every op but the sum is a recipe, except one value kept in each MAX_CHAIN along the
+        # chain (the op whose child would pass MAX_CHAIN recipes in a row: recompute chains stay
+        # short); each recipe whose value some step reads is recomputed exactly once (a recipe
+        # feeding only a kept exp, whose rule reads its own output, is never asked for)
+        kept = (10_000 - 1) // MAX_CHAIN
         assert report.num_recipes == 10_000 - kept
         assert 0.85 * report.num_recipes <= len(grads.recomputed) <= report.num_recipes
         assert set(grads.recomputed.values()) == {1}
@@ -364,3 +364,38 @@ def test_backward_peak_stays_near_what_the_graph_keeps() -> None:
     # values (never all 148 of them: that would be 37 MiB)
     assert kept >= 30 * size
     assert peak <= 8 * size, peak / size
+
+
+def _residual_stream(blocks: int) -> Callable[[em.Device], tuple[Any, list[Any]]]:
+    """Pre-norm residual blocks: x <- x + layer_norm(x) @ w, then x <- x + tanh(x @ v)."""
+
+    def build(dev: em.Device) -> tuple[Any, list[Any]]:
+        rng = np.random.default_rng(3)
+        x0 = _leaf(rng.normal(size=(6, 8)).astype(np.float32), dev)
+        w = _leaf((rng.normal(size=(8, 8)) * 0.3).astype(np.float32), dev)
+        v = _leaf((rng.normal(size=(8, 8)) * 0.3).astype(np.float32), dev)
+        x = x0 * 1.0
+        for _ in range(blocks):
+            x = x + em.nn.functional.layer_norm(x, (8,)) @ w
+            x = x + (x @ v).tanh()
+        return (x * x).sum(), [x0, w, v]
+
+    return build
+
+
+def test_long_chain_keeps_the_residual_stream_not_its_norm(device: em.Device) -> None:
+    # along a residual stream the recompute chain grows by two recipes a block (the adds; the
+    # norm and tanh branch off it): where a child would pass MAX_CHAIN, the stream's value is
+    # kept (the deepest parent, as large as the norm output) and the norm stays a recipe
+    blocks = 12
+    build = _residual_stream(blocks)
+    loss, _ = build(_dev(device, Strategy.Balanced))
+    report = em.checkpoint.report(loss)
+    assert report.ops["layer_norm"].kept == 0
+    assert report.ops["tanh"].kept == 0
+    assert 1 <= report.ops["add"].kept <= 2 * blocks // (MAX_CHAIN // 2)
+    del loss
+    a, _ = _grads(device, Strategy.Disabled, build)
+    b, grads = _grads(device, Strategy.Balanced, build)
+    _assert_same(a, b)
+    assert set(grads.recomputed.values()) == {1}
