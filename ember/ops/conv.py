@@ -161,10 +161,8 @@ def _max_pool_examples(rng: Any) -> Examples:
     examples=_max_pool_examples,
 )
 def max_pool2d_backward(ctx: Any, grad: Any) -> Grads:
-    a = ctx.attrs
     # each window's gradient goes to its first maximum (found again from the saved input)
-    geo = (a["kernel_size"], a["stride"], a["padding"], a["dilation"])
-    return (ctx.b.max_pool2d_backward(grad, ctx.inputs[0], *geo, a.get("ceil_mode", False)),)
+    return (ctx.b.max_pool2d_backward(grad, ctx.inputs[0], **ctx.attrs),)
 
 
 # where each window's maximum is, as PyTorch's return_indices=True: a flat index into the

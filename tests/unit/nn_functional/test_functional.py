@@ -313,7 +313,7 @@ def test_adaptive_avg_pool2d(xs: Any, out: Any, rng: np.random.Generator) -> Non
 def test_pool_errors() -> None:
     with pytest.raises(em.ShapeError, match=r"max_pool2d: expected a 3 or 4-D input"):
         F.max_pool2d(em.Tensor.zeros((4, 4)), 2)
-    with pytest.raises(em.ShapeError, match=r"avg_pool2d: kernel .* larger than the padded input"):
+    with pytest.raises(em.ShapeError, match=r"avg_pool2d: expected an input of at least one"):
         F.avg_pool2d(em.Tensor.zeros((1, 1, 3, 3)), 4)
     with pytest.raises(em.ShapeError, match="at most half the kernel"):
         F.max_pool2d(em.Tensor.zeros((1, 1, 6, 6)), 2, padding=2)

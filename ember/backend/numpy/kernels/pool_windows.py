@@ -106,6 +106,10 @@ def avg_divisors(
     else an (Ho, Wo) array."""
     if divisor_override is not None:
         return float(divisor_override)
+    if count_include_pad and all(
+        (out[i] - 1) * stride[i] + kernel[i] <= x_shape[2 + i] + 2 * padding[i] for i in range(2)
+    ):
+        return float(kernel[0] * kernel[1])  # every window inside the padded input
     rows, cols = (
         _axis_divisors(x_shape[2 + i], kernel[i], stride[i], padding[i], out[i], count_include_pad)
         for i in range(2)
