@@ -19,7 +19,7 @@ from typing import Any
 
 from .._core.dispatch import apply, wrap
 from .._core.tensor import Tensor
-from ..dtype import bool_
+from ..dtype import bool_, float32
 from ..ops.registry import OPS
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -226,6 +226,19 @@ class RuleBackend:
         return self.row("clamp", (x,), min=min, max=max)
 
     # ------------------------------------------------------------------ activation backwards
+    def ce_chunk_grad(
+        self, z: Tensor, lse: Tensor, t: Tensor, g: Tensor, lo: int, keep: float, smooth: float,
+        dtype: Any,
+    ) -> Tensor:  # fmt: skip
+        """linear_cross_entropy's chunk logit gradient as rows (the default kernel's formula)."""
+        zw = z if z.dtype.itemsize >= 4 else self.cast(z, float32)
+        hit = self.cast(self.equal(t, self.arange(lo, lo + z.shape[1], 1, t.dtype)), zw.dtype)
+        d = self.exp(zw - lse) - hit * keep
+        if smooth:
+            d = d - smooth
+        d = d * g
+        return d if d.dtype is dtype else self.cast(d, dtype)
+
     def relu_backward(self, grad: Tensor, out: Tensor) -> Tensor:
         # the gradient passes where the output is positive
         return self.where(self.greater(out, 0.0), grad, self.zeros_like(grad))

@@ -8,7 +8,9 @@ recomputing each chunk's logits, turning them into that chunk's logit gradient
 (``softmax - target``, smoothed) and folding it into the gradients of ``x``, the weight and
 the bias at once. Peak extra memory is one (N, chunk) block instead of two (N, V) arrays.
 Logits are reduced in float32 for float16/bfloat16 inputs (as ``cross_entropy``); gradients come
-back in the inputs' dtypes.
+back in the inputs' dtypes. Per chunk, the logsumexp and the logit gradient are backend kernels
+(``chunk_logsumexp``, ``ce_chunk_grad``): one pass each over the chunk on CUDA (Triton), a few
+whole-chunk passes elsewhere.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ def _chunks(v: int, chunk: int) -> list[tuple[int, int]]:
 
 
 def _logits(b: Any, x: Any, weight: Any, bias: Any, lo: int, hi: int) -> Any:
-    """Columns ``lo:hi`` of ``x @ weight.T + bias``, widened to float32 for half inputs."""
+    """Columns ``lo:hi`` of ``x @ weight.T + bias`` in the inputs' dtype (the chunk kernels
+    widen half-precision logits to float32 as they read them)."""
     z = x @ b.index(weight, (slice(lo, hi),)).mT
     if bias.ndim:
         z = z + b.index(bias, (slice(lo, hi),))
-    return _wide(b, z)
+    return z
 
 
 def _safe_target(b: Any, target: Any, ignore_index: int) -> tuple[Any, Any]:
@@ -63,22 +66,20 @@ def linear_cross_entropy_forward(
     """(loss (N,), lse (N,)): per-row losses (0 on ignored rows) and logsumexps."""
     n, v = x.shape[0], weight.shape[0]
     eps = label_smoothing
-    m = s = total = None
+    acc = total = None
     for lo, hi in _chunks(v, chunk):
         z = _logits(b, x, weight, bias, lo, hi)
-        cm = b.max_dim(z, 1)  # (N, 1)
-        if m is None:
-            m = cm
-            s = b.sum_dim(b.exp(z - cm), 1)
-        else:
-            new = b.where(b.greater(cm, m), cm, m)
-            s = s * b.exp(m - new) + b.sum_dim(b.exp(z - new), 1)
-            m = new
+        c = b.chunk_logsumexp(z)  # (N, 1) float32: one pass over the chunk's logits
+        if acc is None:
+            acc = c
+        else:  # logaddexp of the running and the chunk's logsumexp
+            top = b.where(b.greater(c, acc), c, acc)
+            acc = top + b.log(b.exp(acc - top) + b.exp(c - top))
         if eps:
-            part = b.sum_dim(z, 1)
+            part = b.sum_dim(_wide(b, z), 1)
             total = part if total is None else total + part
-    assert m is not None and s is not None
-    lse = b.reshape(b.log(s) + m, (n,))
+    assert acc is not None
+    lse = b.reshape(acc, (n,))
     valid, t = _safe_target(b, target, ignore_index)
     # the target logit, one row of the weight per row of x (float32 dot for half inputs)
     zt = b.reshape(b.sum_dim(_wide(b, x) * _wide(b, b.select(weight, t, 0)), 1), (n,))
@@ -140,15 +141,9 @@ def linear_cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
     dt = b.dtype_of(x)
     for lo, hi in _chunks(v, a["chunk"]):
         z = _logits(b, x, weight, bias, lo, hi)
-        cols = b.arange(lo, hi, 1, b.dtype_of(target))
-        hit = b.cast(b.equal(t, cols), b.dtype_of(z))  # (N, chunk) one-hot of the target
-        # d loss / d logits = softmax - (1 - eps) onehot - eps / V, times each row's gradient
-        d = b.exp(z - lse) - hit * (1.0 - eps)
-        if eps:
-            d = d - eps / v
-        d = d * g
-        if b.dtype_of(d) is not dt:
-            d = b.cast(d, dt)
+        # d loss / d logits = softmax - (1 - eps) onehot - eps / V, times each row's gradient,
+        # in x's dtype: one pass over the chunk where the backend fuses it
+        d = b.ce_chunk_grad(z, lse, t, g, lo, 1.0 - eps, eps / v, dt)
         w = b.index(weight, (slice(lo, hi),))
         if need_x:
             part = d @ w

@@ -101,6 +101,35 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             f"lstm_layer_fused_backward: the {type(self).__name__} has no fused LSTM layer."
         )
 
+    def chunk_logsumexp(self, z: Raw) -> Raw:
+        """``(N, 1)`` float32 logsumexp of each row of logits ``z`` ``(N, C)`` (a chunk of the
+        vocabulary in ``linear_cross_entropy``), half-precision logits widened first."""
+        from ...dtype import float32
+
+        if self.dtype_of(z).itemsize < 4:
+            z = self.cast(z, float32)
+        top = self.max_dim(z, 1)
+        total = self.sum_dim(self.exp(self.sub(z, top)), 1)
+        return self.asarray(self.add(self.log(total), top))
+
+    def ce_chunk_grad(
+        self, z: Raw, lse: Raw, t: Raw, g: Raw, lo: int, keep: float, smooth: float, dtype: Any
+    ) -> Raw:
+        """The logit gradient of one vocabulary chunk in ``linear_cross_entropy``:
+        ``(exp(z - lse) - keep * onehot(t - lo) - smooth) * g`` in ``dtype``, for logits ``z``
+        ``(N, C)``, float32 ``lse`` and ``g`` ``(N, 1)`` and int targets ``t`` ``(N, 1)``."""
+        from ...dtype import float32
+
+        zw = self.cast(z, float32) if self.dtype_of(z).itemsize < 4 else z
+        hi = lo + z.shape[1]
+        cols = self.arange(lo, hi, 1, self.dtype_of(t))
+        hit = self.cast(self.equal(t, cols), self.dtype_of(zw))  # (N, C) one-hot of the target
+        d = self.sub(self.exp(self.sub(zw, lse)), self.mul_scalar(hit, keep))
+        if smooth:
+            d = self.add_scalar(d, -smooth)
+        d = self.mul(d, g)
+        return d if self.dtype_of(d) is dtype else self.cast(d, dtype)
+
     def int8_matmul(self, a: Raw, b: Raw) -> Raw:
         """The exact int32 product of int8 matrices ``a`` (M, K) and ``b`` (K, N).
 

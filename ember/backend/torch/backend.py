@@ -38,6 +38,7 @@ from .kernels import conv as _conv
 from .kernels import embedding as _emb
 from .kernels import int8_gemm as _int8
 from .kernels import int8_weight as _int8w
+from .kernels import linear_ce as _lce
 from .kernels import lstm as _lstm
 from .kernels import norm as _norm
 from .kernels import pooling as _pooling
@@ -370,6 +371,15 @@ class TorchBackend(Backend):
         if _int8.available(a, b):
             return _int8.int8_gemm(a, _column_major(b), scale_a, scale_b)
         return self.int8_matmul(a, b).to(torch.float32) * (scale_a * scale_b)
+
+    chunk_logsumexp = staticmethod(_lce.chunk_logsumexp)
+
+    def ce_chunk_grad(
+        self, z: Tensor, lse: Tensor, t: Tensor, g: Tensor, lo: int, keep: float, smooth: float,
+        dtype: Any,
+    ) -> Tensor:  # fmt: skip
+        """linear_cross_entropy's chunk logit gradient (kernels/linear_ce.py: Triton on CUDA)."""
+        return _lce.ce_chunk_grad(z, lse, t, g, lo, keep, smooth, _TO_TORCH[dtype])
 
     def int8_weight_linear(self, x: Tensor, w: Tensor, s: Tensor) -> Tensor:
         """``(x @ w^T) * s^T``, int8 ``w`` dequantized inside a Triton GEMM on CUDA for
