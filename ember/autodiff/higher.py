@@ -53,6 +53,21 @@ def _lstm_sequence(rb: RuleBackend, inputs: tuple[Tensor, ...], attrs: dict[str,
     return rb.row("lstm_seq", (xw, w_hh, h0, c0), reverse=attrs["reverse"])
 
 
+def _recurrent_sequence(
+    rb: RuleBackend, inputs: tuple[Tensor, ...], attrs: dict[str, Any]
+) -> Tensor:
+    """recurrent_layer's generic residual, the ``h`` sequence, as the input GEMM and one
+    ``gru_seq`` / ``rnn_seq`` row (a cuDNN layer's reserve space has no recorded form)."""
+    from ..ops.recurrent_layer import projection
+
+    x, w_ih, w_hh, b_ih, b_hh, h0 = inputs
+    mode, reverse = attrs["mode"], attrs["reverse"]
+    xw = projection(rb, x, w_ih, b_ih, b_hh, mode)
+    if mode == "gru":
+        return rb.row("gru_seq", (xw, w_hh, b_hh, h0), reverse=reverse)
+    return rb.row("rnn_seq", (xw, w_hh, h0), reverse=reverse, nonlinearity=mode[4:])
+
+
 # residual rows with a recorded form: the residual (a function of the inputs and attributes)
 # rebuilt as rows, or None where the RuleBackend kernel recomputes it itself (cross_entropy's
 # logsumexp); any other residual row has no recorded form
@@ -60,6 +75,7 @@ _RESIDUALS: dict[str, Any] = {
     "cross_entropy": None,
     "linear_cross_entropy": _lse_of_linear,
     "lstm_layer": _lstm_sequence,
+    "recurrent_layer": _recurrent_sequence,
 }
 
 

@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     lstm_layer,
     nn,
     qmatmul,
+    recurrent_layer,
     reduce,
     rnn,
 )

@@ -101,6 +101,38 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             f"lstm_layer_fused_backward: the {type(self).__name__} has no fused LSTM layer."
         )
 
+    def recurrent_layer_takes(self, x: Raw, mode: str) -> bool:
+        """Whether ``recurrent_layer_fused`` runs a whole GRU / Elman layer (``mode`` ``"gru"``,
+        ``"rnn_tanh"``, ``"rnn_relu"``) on ``x`` ``(T, B, I)`` in one library call (cuDNN on
+        CUDA). False by default: ``nn.GRU`` / ``nn.RNN`` then use ``gru_seq`` / ``rnn_seq``."""
+        return False
+
+    def recurrent_layer_fused(
+        self, x: Raw, w_ih: Raw, w_hh: Raw, b_ih: Raw, b_hh: Raw, h0: Raw, mode: str, reverse: bool
+    ) -> tuple[Raw, tuple[Any, ...]] | None:
+        """``(out, saved)`` of the ``recurrent_layer`` row from one library call, ``saved`` a
+        tuple of the library's residuals; ``None`` (the default) where there is no such kernel."""
+        return None
+
+    def recurrent_layer_fused_backward(
+        self,
+        grad: Raw,
+        x: Raw,
+        w_ih: Raw,
+        w_hh: Raw,
+        b_ih: Raw,
+        b_hh: Raw,
+        h0: Raw,
+        saved: tuple[Any, ...],
+        mode: str,
+        reverse: bool,
+    ) -> tuple[Raw, ...]:
+        """Gradients of ``recurrent_layer``'s six inputs from ``recurrent_layer_fused``'s
+        residuals."""
+        raise DeviceError(
+            f"recurrent_layer_fused_backward: the {type(self).__name__} has no fused {mode} layer."
+        )
+
     def chunk_logsumexp(self, z: Raw) -> Raw:
         """``(N, 1)`` float32 logsumexp of each row of logits ``z`` ``(N, C)`` (a chunk of the
         vocabulary in ``linear_cross_entropy``), half-precision logits widened first."""

@@ -35,11 +35,11 @@ from .kernels import activations as _act
 from .kernels import attention as _attn
 from .kernels import bce as _bce
 from .kernels import conv as _conv
+from .kernels import cudnn_rnn as _rnn
 from .kernels import embedding as _emb
 from .kernels import int8_gemm as _int8
 from .kernels import int8_weight as _int8w
 from .kernels import linear_ce as _lce
-from .kernels import lstm as _lstm
 from .kernels import norm as _norm
 from .kernels import pooling as _pooling
 from .kernels import softmax as _softmax
@@ -578,18 +578,32 @@ class TorchBackend(Backend):
         return _attn.attention_dropout(q, k, v, scale, is_causal, dropout_p, self.rng)
 
     def lstm_layer_takes(self, x: Tensor) -> bool:
-        return _lstm.takes(x)
+        return _rnn.takes(x)
 
     def lstm_layer_fused(
         self, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor, h0: Tensor,
         c0: Tensor, reverse: bool,
     ) -> tuple[Tensor, tuple[Any, ...]] | None:  # fmt: skip
-        """cuDNN's whole-layer LSTM on CUDA (kernels/lstm.py); ``None`` elsewhere."""
-        if not _lstm.takes(x):
+        """cuDNN's whole-layer LSTM on CUDA (kernels/cudnn_rnn.py); ``None`` elsewhere."""
+        if not _rnn.takes(x):
             return None
-        return _lstm.forward(x, w_ih, w_hh, b_ih, b_hh, h0, c0, reverse)
+        return _rnn.forward(x, w_ih, w_hh, b_ih, b_hh, h0, c0, "lstm", reverse)
 
-    lstm_layer_fused_backward = staticmethod(_lstm.backward)
+    lstm_layer_fused_backward = staticmethod(_rnn.lstm_backward)
+
+    def recurrent_layer_takes(self, x: Tensor, mode: str) -> bool:
+        return _rnn.takes(x)
+
+    def recurrent_layer_fused(
+        self, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor, h0: Tensor,
+        mode: str, reverse: bool,
+    ) -> tuple[Tensor, tuple[Any, ...]] | None:  # fmt: skip
+        """cuDNN's whole-layer GRU / Elman RNN on CUDA (kernels/cudnn_rnn.py); else ``None``."""
+        if not _rnn.takes(x):
+            return None
+        return _rnn.forward(x, w_ih, w_hh, b_ih, b_hh, h0, None, mode, reverse)
+
+    recurrent_layer_fused_backward = staticmethod(_rnn.layer_backward)
 
     conv2d = staticmethod(_conv.conv2d)
     conv2d_backward = staticmethod(_conv.conv2d_backward)

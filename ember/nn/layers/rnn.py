@@ -2,8 +2,9 @@
 
 Each layer and direction runs as one whole-sequence row (``lstm_seq``, ``gru_seq``, ``rnn_seq``
 in ``ember/ops/``): one GEMM for the input projection of every step, then the recurrence in one
-row call forward and backward. Where the backend runs a whole LSTM layer in one library call
-(cuDNN on CUDA), an LSTM layer is one ``lstm_layer`` row instead (``ember/ops/lstm_layer.py``).
+row call forward and backward. Where the backend runs a whole layer in one library call (cuDNN
+on CUDA), an LSTM layer is one ``lstm_layer`` row instead (``ember/ops/lstm_layer.py``), a GRU or
+Elman layer one ``recurrent_layer`` row (``ember/ops/recurrent_layer.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..param import Param
 
 State = tuple[Tensor, ...]
 _LSTM_SEQ, _GRU_SEQ, _RNN_SEQ = OPS["lstm_seq"], OPS["gru_seq"], OPS["rnn_seq"]
-_LSTM_LAYER = OPS["lstm_layer"]
+_LSTM_LAYER, _LAYER = OPS["lstm_layer"], OPS["recurrent_layer"]
 
 
 class _Recurrent(Module):
@@ -81,6 +82,18 @@ class _Recurrent(Module):
     def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
         """One layer and direction over the sequence: ``(T, B, H)`` outputs, final state."""
         raise NotImplementedError(f"{type(self).__name__}._layer: subclasses run their row.")
+
+    def _layer_row(
+        self, x: Tensor, layer: int, direction: int, state: State, mode: str
+    ) -> tuple[Tensor, State]:
+        """A GRU / Elman layer as one ``recurrent_layer`` row of cell ``mode``: the backend runs
+        it in one library call."""
+        w = self._weights(layer, direction)
+        if len(w) == 2:  # no bias: 0-d placeholders
+            none = Tensor.zeros((), device=x.device, dtype=x.dtype)
+            w = (*w, none, none)
+        y = apply(_LAYER, (x, *w, state[0]), {"mode": mode, "reverse": bool(direction)})
+        return y, (y[0 if direction else x.shape[0] - 1],)
 
     def _projected(
         self, x: Tensor, layer: int, direction: int, fold_bias: bool
@@ -197,6 +210,8 @@ class GRU(_Recurrent):
     gates = 3
 
     def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        if x._hardware.b.recurrent_layer_takes(x._raw, "gru"):
+            return self._layer_row(x, layer, direction, state, "gru")
         # b_hh stays out of xw: the reset gate scales b_hn
         xw, w_hh, b_hh = self._projected(x, layer, direction, fold_bias=False)
         if b_hh is None:
@@ -252,6 +267,9 @@ class RNN(_Recurrent):
         self.nonlinearity = nonlinearity
 
     def _layer(self, x: Tensor, layer: int, direction: int, state: State) -> tuple[Tensor, State]:
+        mode = f"rnn_{self.nonlinearity}"
+        if x._hardware.b.recurrent_layer_takes(x._raw, mode):
+            return self._layer_row(x, layer, direction, state, mode)
         xw, w_hh, _ = self._projected(x, layer, direction, fold_bias=True)
         attrs = {"reverse": bool(direction), "nonlinearity": self.nonlinearity}
         y = apply(_RNN_SEQ, (xw, w_hh, state[0]), attrs)
