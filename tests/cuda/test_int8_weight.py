@@ -46,7 +46,9 @@ def test_linear_with_an_int8_weight_uses_it_and_keeps_gradients() -> None:
     ref = x.cast(em.float32) @ qw.dequantize().T
     np.testing.assert_allclose(y.cast(em.float32).to_numpy(), ref.to_numpy(), rtol=2e-2, atol=2e-2)
     g = (y.cast(em.float32) * 1.0).sum().backward()
-    want = qw.dequantize().sum_dim(0).to_numpy()  # d(sum y)/dx = column sums of W
-    np.testing.assert_allclose(
-        x.grad(g).cast(em.float32).to_numpy(), np.broadcast_to(want, (5, 96)), rtol=2e-2, atol=2e-2
-    )
+    dq = qw.dequantize().to_numpy()
+    want = dq.sum(0)  # d(sum y)/dx = column sums of W
+    # bfloat16: the scales are rounded (2**-8 relative) before the product, the sum once after
+    bound = 2.0**-8 * np.abs(dq).sum(0) + 2.0**-8 * np.abs(want) + 1e-6
+    err = np.abs(x.grad(g).cast(em.float32).to_numpy() - want)
+    assert (err <= bound).all(), float((err / bound).max())
