@@ -13,6 +13,7 @@ from ...dtype import DType
 from ..base import Backend, RngState
 from ..registry import register_backend
 from .kernels import activations as _act
+from .kernels import adam as _adam
 from .kernels import attention as _attn
 from .kernels import bce as _bce
 from .kernels import conv as _conv
@@ -478,3 +479,24 @@ class NumpyBackend(Backend):
         return np.take(weight, indices, axis=0)
 
     embedding_backward = staticmethod(_emb.embedding_backward)  # (grad, indices, num_embeddings)
+
+    def adam_many(
+        self,
+        params: list[np.ndarray],
+        grads: list[np.ndarray],
+        exp_avgs: list[np.ndarray] | None,
+        exp_avg_sqs: list[np.ndarray] | None,
+        step: int,
+        lr: float,
+        beta1: float,
+        beta2: float,
+        eps: float,
+        weight_decay: float,
+        decoupled: bool,
+        donate_moments: bool = False,
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        args = (params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps)
+        out = _adam.adam_many(*args, weight_decay, decoupled, donate_moments)
+        if out is None:  # mixed or half-precision dtypes: the generic kernel
+            return super().adam_many(*args, weight_decay, decoupled, donate_moments)
+        return out
