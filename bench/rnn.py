@@ -6,7 +6,8 @@ The model is PyTorch's word-language-model example at its defaults but a 1000-wo
 (``--models rnn``: the same with a tanh Elman RNN).
 Timed on ember's NumPy backend and its torch CPU backend (and CUDA when present) against
 PyTorch on the same hardware, in alternating rounds; rows give medians (ms) and
-``ratio = ember / torch``. ``--models`` picks the models (default ``lstm,gru``).
+``ratio = ember / torch``. ``--models`` picks the models (default ``lstm,gru``); ``--layer``
+times the recurrent layer alone (forward and ``sum().backward()`` of a (35, 20, 200) input).
 
     taskset -c 1 python bench/rnn.py --threads 1 --rounds 5
 """
@@ -95,12 +96,47 @@ def torch_step(where: str, model: str = "lstm") -> Step:
     return step
 
 
+def ember_layer(device: Any, model: str = "lstm") -> Step:
+    """The recurrent layer alone: forward of a ``(35, 20, 200)`` input and ``sum().backward()``."""
+    import numpy as np
+
+    import ember as em
+    from ember import nn
+
+    layer = getattr(nn, _LAYERS[model])(EMB, HID, LAYERS).fork(device.autodiff())
+    data = np.random.default_rng(0).normal(size=(STEPS, BATCH, EMB)).astype(np.float32)
+    x = em.Tensor.from_data(data, device=device.autodiff()).require_grad()
+
+    def step() -> None:
+        layer(x)[0].sum().backward()
+
+    return step
+
+
+def torch_layer(where: str, model: str = "lstm") -> Step:
+    """The same with ``torch.nn``."""
+    import torch
+    from torch import nn
+
+    layer = getattr(nn, _LAYERS[model])(EMB, HID, LAYERS).to(where)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(STEPS, BATCH, EMB, generator=gen).to(where).requires_grad_()
+
+    def step() -> None:
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        layer(x)[0].sum().backward()
+
+    return step
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--models", default="lstm,gru", help="comma-separated: lstm, gru, rnn")
+    ap.add_argument("--layer", action="store_true", help="time the recurrent layer alone")
     args = ap.parse_args()
     pin_threads(args.threads)
     import torch
@@ -116,7 +152,10 @@ def main() -> None:
     for model in args.models.split(","):
         for label, dev, where in targets:
             sync = torch.cuda.synchronize if where.startswith("cuda") else (lambda: None)
-            ours, ref = ember_step(dev, model), torch_step(where, model)
+            if args.layer:
+                ours, ref = ember_layer(dev, model), torch_layer(where, model)
+            else:
+                ours, ref = ember_step(dev, model), torch_step(where, model)
 
             def a(step: Step = ours, sync: Callable[[], Any] = sync) -> None:
                 step()
