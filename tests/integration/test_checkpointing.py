@@ -131,9 +131,11 @@ def test_transformer_block_with_dropout_and_layer_norm_bit_exact(
 
 def test_10000_op_chain_bit_exact(device: em.Device) -> None:
     counts = _check_bit_exact(device, _chain)
-    # one output in MAX_CHAIN + 1 is kept along the chain (ember.checkpoint.record): the rest
-    # of the 10,000 are recipes, nearly all recomputed
-    assert len(counts) > 7_500
+    # one value in MAX_CHAIN is kept along the chain (ember.checkpoint.record: the parent of the
+    # op that would pass MAX_CHAIN): the other 8,750 are recipes, most recomputed (the chain's
+    # 8-op period puts each kept value on the same op, so the same 2 of 7 recipes a period are
+    # never asked for: 5 x 1,250)
+    assert len(counts) >= 6_000
 
 
 @pytest.mark.slow
