@@ -137,6 +137,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--models", default="lstm,gru", help="comma-separated: lstm, gru, rnn")
     ap.add_argument("--layer", action="store_true", help="time the recurrent layer alone")
+    ap.add_argument(
+        "--backends", default="numpy,torch,cuda", help="comma-separated: numpy, torch, cuda"
+    )
     args = ap.parse_args()
     pin_threads(args.threads)
     import torch
@@ -145,8 +148,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     print(f"load: {os.getloadavg()}, threads {args.threads}, rounds {args.rounds}")
-    targets = [("numpy", em.Device.cpu(), "cpu"), ("torch cpu", em.Device.torch("cpu"), "cpu")]
-    if torch.cuda.is_available():
+    chosen = args.backends.split(",")
+    targets = [("numpy", em.Device.cpu(), "cpu")] if "numpy" in chosen else []
+    if "torch" in chosen:
+        targets.append(("torch cpu", em.Device.torch("cpu"), "cpu"))
+    if "cuda" in chosen and torch.cuda.is_available():
         targets.append(("cuda", em.Device.torch("cuda:0"), "cuda:0"))
     print(f"{'model, backend':<22}{'ember ms':>10}{'torch ms':>10}{'ratio':>8}")
     for model in args.models.split(","):
