@@ -18,6 +18,14 @@ pytestmark = [
 _MODES = {"gru": 3, "rnn_tanh": 1, "rnn_relu": 1}  # gates per cell
 
 
+@pytest.fixture(autouse=True)
+def _every_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the cuDNN GRU / Elman paths stay off by default until this file has passed on a GPU
+    from ember.backend.torch.kernels import cudnn_rnn
+
+    monkeypatch.setattr(cudnn_rnn, "DEVICE_VERIFIED", frozenset(cudnn_rnn.MODES))
+
+
 def _inputs(rng: np.random.Generator, mode: str, bias: bool) -> list[np.ndarray]:
     steps, batch, n_in, hid = 7, 3, 5, 6
     g = _MODES[mode] * hid

@@ -592,14 +592,15 @@ class TorchBackend(Backend):
     lstm_layer_fused_backward = staticmethod(_rnn.lstm_backward)
 
     def recurrent_layer_takes(self, x: Tensor, mode: str) -> bool:
-        return _rnn.takes(x)
+        return _rnn.takes_mode(x, mode)
 
     def recurrent_layer_fused(
         self, x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor, h0: Tensor,
         mode: str, reverse: bool,
     ) -> tuple[Tensor, tuple[Any, ...]] | None:  # fmt: skip
-        """cuDNN's whole-layer GRU / Elman RNN on CUDA (kernels/cudnn_rnn.py); else ``None``."""
-        if not _rnn.takes(x):
+        """cuDNN's whole-layer GRU / Elman RNN on CUDA (kernels/cudnn_rnn.py) for a mode verified
+        on a device; else ``None``."""
+        if not _rnn.takes_mode(x, mode):
             return None
         return _rnn.forward(x, w_ih, w_hh, b_ih, b_hh, h0, None, mode, reverse)
 
