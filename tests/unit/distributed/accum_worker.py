@@ -178,8 +178,24 @@ def fail(group: ProcessGroup, out: str, mode: str, fail_step: int) -> None:
         raise SystemExit(3) from None
 
 
+def _all_started(out: str, timeout: float = 180.0) -> None:
+    """A file rendezvous before joining the group: on a loaded machine one process can start
+    seconds after the other, longer than the failure modes' short collective timeout."""
+    import os
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    Path(f"{out}.started{rank}").write_text("")
+    deadline = time.time() + timeout
+    while not all(Path(f"{out}.started{r}").exists() for r in range(world)):
+        if time.time() > deadline:
+            raise SystemExit(f"rank {rank}: the other ranks did not start within {timeout} s")
+        time.sleep(0.05)
+
+
 def main(mode: str, out: str, fail_step: str = "2") -> None:
     timeout = 6.0 if mode in ("raise", "hang") else 60.0
+    if mode in ("raise", "hang"):
+        _all_started(out)
     group = ProcessGroup.from_env("gloo", timeout_s=timeout)
     if mode == "train":
         train(group, out)
