@@ -153,14 +153,26 @@ class ProcessGroup:
 
     def collective(self, op: str, fn: Callable[[], Any]) -> Any:
         """``fn()``, with a failure or timeout of ``torch.distributed`` raised as
-        ``DistributedError`` naming ``op`` (so no rank hangs or shows a raw traceback)."""
+        ``DistributedError`` naming ``op`` (so no rank hangs or shows a raw traceback). The group
+        is left (``close``) before the error is raised: a job with a dead rank cannot go on."""
         since = time.monotonic()
         try:
             return fn()
         except DistributedError:
             raise
         except _FAILURES as e:
-            raise _failed(op, self, e, since) from e
+            err = _failed(op, self, e, since)
+            self._abandon()
+            raise err from e
+
+    def _abandon(self) -> None:
+        """After a failed collective: leave the broken job now. Its transport threads would
+        otherwise still be running at interpreter exit, and Gloo then aborts the process
+        (SIGABRT) instead of letting it exit with its own status."""
+        try:
+            self.close()
+        except _FAILURES:  # pragma: no cover - depends on how the peer died
+            pass
 
     def device(self) -> Device:
         """This rank's device: ``Device.torch(f"cuda:{local_rank}")`` under NCCL, else torch CPU."""
