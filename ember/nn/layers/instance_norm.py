@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from ..._core.device import Device
 from ..._core.tensor import Tensor
-from ...dtype import DType, float32, int64
+from ...dtype import DType, float32
 from ...errors import ShapeError
-from .. import init
 from ..instance_norm import instance_norm
 from ..module import Module
 from ..param import Param
+from .norm import add_norm_state
 
 
 class _InstanceNorm(Module):
     spatial: int = 0  # spatial dims of a batched input
+    weight: Param | None
+    bias: Param | None
     running_mean: Tensor
     running_var: Tensor
     num_batches_tracked: Tensor
@@ -32,15 +34,9 @@ class _InstanceNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, float(eps), momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        c = (num_features,)
-        self.weight = Param(init.ones(c, device=device, dtype=dtype)) if affine else None
-        self.bias = Param(init.zeros(c, device=device, dtype=dtype)) if affine else None
-        plain = None if device is None else device.without_autodiff()
-        if track_running_stats:
-            self.register_buffer("running_mean", init.zeros(c, device=plain, dtype=dtype))
-            self.register_buffer("running_var", init.ones(c, device=plain, dtype=dtype))
-            # kept for PyTorch's state_dict; instance norm never counts (momentum=None: frozen)
-            self.register_buffer("num_batches_tracked", Tensor.zeros((), device=plain, dtype=int64))
+        # PyTorch's state names; instance norm never counts num_batches_tracked (it is there for
+        # PyTorch's state_dict; momentum=None: the running statistics stay frozen)
+        add_norm_state(self, num_features, affine, track_running_stats, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         """Instance statistics in training or untracked (updating tracked running ones in

@@ -86,8 +86,26 @@ class RmsNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+def add_norm_state(
+    m: Module, features: int, affine: bool, track: bool, device: Device | None, dtype: DType
+) -> None:
+    """PyTorch's per-channel norm state on ``m``: ``weight`` (ones) and ``bias`` (zeros) Params
+    when ``affine`` (else None), and the ``running_mean`` / ``running_var`` /
+    ``num_batches_tracked`` buffers (on the plain device) when ``track``."""
+    c = (features,)
+    m.weight = Param(init.ones(c, device=device, dtype=dtype)) if affine else None
+    m.bias = Param(init.zeros(c, device=device, dtype=dtype)) if affine else None
+    if track:
+        plain = None if device is None else device.without_autodiff()
+        m.register_buffer("running_mean", init.zeros(c, device=plain, dtype=dtype))
+        m.register_buffer("running_var", init.ones(c, device=plain, dtype=dtype))
+        m.register_buffer("num_batches_tracked", Tensor.zeros((), device=plain, dtype=int64))
+
+
 class _BatchNorm(Module):
     ranks: tuple[int, ...] = ()
+    weight: Param | None
+    bias: Param | None
     running_mean: Tensor
     running_var: Tensor
     num_batches_tracked: Tensor
@@ -106,14 +124,8 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, float(eps), momentum
         self.track_running_stats = track_running_stats
-        c = (num_features,)
-        self.weight = Param(init.ones(c, device=device, dtype=dtype)) if affine else None
-        self.bias = Param(init.zeros(c, device=device, dtype=dtype)) if affine else None
-        plain = None if device is None else device.without_autodiff()
+        add_norm_state(self, num_features, affine, track_running_stats, device, dtype)
         if track_running_stats:
-            self.register_buffer("running_mean", init.zeros(c, device=plain, dtype=dtype))
-            self.register_buffer("running_var", init.ones(c, device=plain, dtype=dtype))
-            self.register_buffer("num_batches_tracked", Tensor.zeros((), device=plain, dtype=int64))
             object.__setattr__(self, "_tracked_mirror", (self.num_batches_tracked, 0))
 
     def forward(self, x: Tensor) -> Tensor:
