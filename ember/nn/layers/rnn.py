@@ -15,7 +15,7 @@ from ..._core.device import Device
 from ..._core.dispatch import apply
 from ..._core.tensor import Tensor
 from ...dtype import DType, float32
-from ...errors import ShapeError
+from ...errors import DTypeError, ShapeError
 from ...ops.registry import OPS
 from .. import functional as F
 from .. import init
@@ -120,6 +120,14 @@ class _Recurrent(Module):
         if init_state is None:
             zeros = Tensor.zeros(shape, device=x.device, dtype=x.dtype)
             init_state = (zeros,) * num_states
+        dt = self._weights(0, 0)[0].dtype
+        for s in (x, *init_state):
+            if s.dtype != dt:
+                raise DTypeError(
+                    f"{type(self).__name__}: expected the input and initial states in the "
+                    f"parameters' dtype {dt.name}, got {s.dtype.name}. Hint: x.cast(em.{dt.name}), "
+                    "or build the layer with dtype=; like torch.nn's recurrent layers, one dtype."
+                )
         for s in init_state:
             if tuple(s.shape) != shape:
                 raise ShapeError(

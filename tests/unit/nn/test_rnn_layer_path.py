@@ -106,3 +106,17 @@ def test_bad_mode_names_the_row() -> None:
             tuple(em.tensor(v) for v in ins),
             {"mode": "lstm", "reverse": False},
         )
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
+def test_mixed_dtypes_are_refused(backend: str, layer: str) -> None:
+    # one dtype for the input, states and weights (torch.nn's rule; cuDNN takes no other)
+    from ember.errors import DTypeError
+
+    dev = em.Device.cpu() if backend == "numpy" else em.Device.torch("cpu")
+    net = getattr(em.nn, layer)(4, 3, device=dev)
+    x = em.tensor(np.zeros((5, 2, 4)), device=dev)  # float64
+    with pytest.raises(DTypeError, match=rf"{layer}: expected .* float32, got float64"):
+        net(x)
+    net(x.cast(em.float32))

@@ -22,11 +22,9 @@ MODES = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}  # cuDNN's RNN modes
 _DTYPES = (torch.float32, torch.float16, torch.float64)
 
 
-# modes whose path ran on a GPU (tests/cuda/test_lstm_layer.py, bench/RESULTS.md): GRU and Elman
-# layers are wired the same way but were not yet run on a device, so nn.GRU / nn.RNN keep their
-# gru_seq / rnn_seq rows on CUDA until tests/cuda/test_rnn_layer.py (which enables every mode)
-# has passed there; then add them here
-DEVICE_VERIFIED = frozenset({"lstm"})
+# modes whose path passed tests/cuda/ on an H200 (test_lstm_layer.py, test_rnn_layer.py; figures
+# in bench/RESULTS.md); a new mode stays on its generic *_seq row on CUDA until it has
+DEVICE_VERIFIED = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
 
 
 def takes_mode(x: torch.Tensor, mode: str) -> bool:
