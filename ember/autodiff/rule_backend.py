@@ -186,6 +186,10 @@ class RuleBackend:
         return self.row("mask_where", (y, mask, x))
 
     # ------------------------------------------------------------------ elementwise rows
+    def matmul(self, x: Tensor, y: Tensor) -> Tensor:
+        # the Tensor product: 1-D operands as NumPy's matmul takes them (the row wants >= 2-D)
+        return x @ y
+
     def log(self, x: Tensor) -> Tensor:
         return self.row("log", (x,))
 

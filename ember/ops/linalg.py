@@ -39,16 +39,16 @@ def _matmul_examples(rng: Any) -> Examples:
 def matmul_backward(ctx: Any, grad: Any) -> Grads:
     x, y = ctx.inputs
     # the engine sums the broadcast batch dims back to each input's shape
-    gx = grad @ y.mT if ctx.parents[0] is not None else None
+    b = ctx.b  # b.matmul: backends split large products (NumPy's kernel pool)
+    gx = b.matmul(grad, y.mT) if ctx.parents[0] is not None else None
     gy = None
     if ctx.parents[1] is not None:
         if y.ndim == 2 and x.ndim > 2:
             # (..., K) x (K, N), as in a linear layer: one (K, M) @ (M, N) product over all
             # leading dims instead of a batched product and a sum over the batch
-            b = ctx.b
-            gy = b.reshape(x, (-1, x.shape[-1])).mT @ b.reshape(grad, (-1, grad.shape[-1]))
+            gy = b.matmul(b.reshape(x, (-1, x.shape[-1])).mT, b.reshape(grad, (-1, grad.shape[-1])))
         else:
-            gy = x.mT @ grad
+            gy = b.matmul(x.mT, grad)
     return gx, gy
 
 
@@ -78,11 +78,11 @@ def linear_backward(ctx: Any, grad: Any) -> Grads:
     """
     x, w, _ = ctx.inputs
     b = ctx.b
-    gx = grad @ w if ctx.parents[0] is not None else None
+    gx = b.matmul(grad, w) if ctx.parents[0] is not None else None
     gw = gb = None
     if ctx.parents[1] is not None:
         # (N, M) @ (M, K) over all leading dims at once: the weight's own (N, K) layout
-        gw = b.reshape(grad, (-1, grad.shape[-1])).mT @ b.reshape(x, (-1, x.shape[-1]))
+        gw = b.matmul(b.reshape(grad, (-1, grad.shape[-1])).mT, b.reshape(x, (-1, x.shape[-1])))
     if ctx.parents[2] is not None and len(ctx.shapes[2]):  # a 0-d placeholder gets none
         gb = b.sum_to_shape(grad, ctx.shapes[2])
     return gx, gw, gb

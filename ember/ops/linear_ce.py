@@ -41,7 +41,7 @@ def _chunks(v: int, chunk: int) -> list[tuple[int, int]]:
 def _logits(b: Any, x: Any, weight: Any, bias: Any, lo: int, hi: int) -> Any:
     """Columns ``lo:hi`` of ``x @ weight.T + bias`` in the inputs' dtype (the chunk kernels
     widen half-precision logits to float32 as they read them)."""
-    z = x @ b.index(weight, (slice(lo, hi),)).mT
+    z = b.matmul(x, b.index(weight, (slice(lo, hi),)).mT)
     if bias.ndim:
         z = z + b.index(bias, (slice(lo, hi),))
     return z
@@ -146,10 +146,10 @@ def linear_cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
         d = b.ce_chunk_grad(z, lse, t, g, lo, 1.0 - eps, eps / v, dt)
         w = b.index(weight, (slice(lo, hi),))
         if need_x:
-            part = d @ w
+            part = b.matmul(d, w)
             gx = part if gx is None else gx + part
         if need_w:
-            gws.append(d.mT @ x)
+            gws.append(b.matmul(d.mT, x))
         if need_b:
             gbs.append(b.sum_dim(d, 0))
     gw = (gws[0] if len(gws) == 1 else b.cat(gws, 0)) if need_w else None

@@ -417,8 +417,8 @@ def attention_backward(ctx: Any, grad: Any) -> Grads:
     gbias = b.zeros_like(bias) if not bias.ndim and _need(ctx, 3) else None
     gkeep = b.zeros_like(keep) if not masked and _need(ctx, 4) else None
     if _need(ctx, 2):
-        gv = (p * keep if masked else p).mT @ grad
-    gp = grad @ v.mT
+        gv = b.matmul((p * keep if masked else p).mT, grad)
+    gp = b.matmul(grad, v.mT)
     if masked:
         if _need(ctx, 4):
             gkeep = gp * p
@@ -428,8 +428,8 @@ def attention_backward(ctx: Any, grad: Any) -> Grads:
     if bias.ndim and _need(ctx, 3):
         gbias = gs
     gs = gs * a["scale"]
-    gq = gs @ k if _need(ctx, 0) else None
-    gk = gs.mT @ q if _need(ctx, 1) else None
+    gq = b.matmul(gs, k) if _need(ctx, 0) else None
+    gk = b.matmul(gs.mT, q) if _need(ctx, 1) else None
     # NumPy computes some half-precision products in float32: each gradient takes its input's dtype
     return tuple(_like(b, g, x) for g, x in zip((gq, gk, gv, gbias, gkeep), ctx.inputs))
 

@@ -18,6 +18,8 @@ from .kernels import attention as _attn
 from .kernels import bce as _bce
 from .kernels import conv as _conv
 from .kernels import embedding as _emb
+from .kernels import malloc as _malloc
+from .kernels import matmul as _matmul
 from .kernels import norm as _norm
 from .kernels import pooling as _pooling
 from .kernels import softmax as _softmax
@@ -43,6 +45,9 @@ _SCALAR_OK = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64)
 def ember_dtype(d: np.dtype) -> DType | None:
     """The ember dtype of a NumPy dtype, or None when ember has no such dtype."""
     return _FROM_NP.get(d)
+
+
+_malloc.tune()  # reuse freed activation-sized blocks (kernels/malloc.py)
 
 
 @register_backend("numpy")
@@ -251,7 +256,7 @@ class NumpyBackend(Backend):
 
     # ---------------------------------------------------------------- linalg
     def matmul(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        out = np.matmul(x, y)
+        out = _matmul.matmul(x, y)  # large products split between the kernel pool's threads
         # ml_dtypes has no bfloat16 matmul loop (NumPy computes it in float32): keep bfloat16
         return out if out.dtype == x.dtype else out.astype(x.dtype)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .matmul import matmul
 from .softmax import softmax
 
 
@@ -39,7 +40,7 @@ def _above_diagonal(L: int, S: int) -> np.ndarray:
 def _weights(
     q: np.ndarray, k: np.ndarray, bias: np.ndarray, scale: float, is_causal: bool
 ) -> np.ndarray:
-    s = q @ np.swapaxes(k, -1, -2)  # a fresh array: the passes below write into it
+    s = matmul(q, np.swapaxes(k, -1, -2))  # a fresh array: the passes below write into it
     s *= s.dtype.type(scale)
     if bias.ndim:
         if bias.dtype == s.dtype and np.broadcast_shapes(s.shape, bias.shape) == s.shape:
@@ -70,4 +71,4 @@ def attention(
     p = attention_weights(q, k, bias, scale, is_causal)
     if keep.ndim:
         p = p * keep
-    return np.asarray(p @ v).astype(q.dtype, copy=False)
+    return np.asarray(matmul(p, v)).astype(q.dtype, copy=False)

@@ -73,7 +73,11 @@ def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bo
     (each switch costs the next threaded BLAS call a wake-up)."""
     threads = min(num_threads(), n)
     if threads <= 1 or elems < _PARALLEL_MIN or getattr(_serial, "on", False):
-        fn(0, n)
+        if blas and num_threads() > 1 and not getattr(_serial, "on", False):
+            with serial():  # on this thread alone, and no BLAS threads left spinning after it
+                fn(0, n)
+        else:
+            fn(0, n)
         return
     per = -(-n // threads)
     with serial() if blas else nullcontext():
