@@ -1,8 +1,10 @@
 """The im2col geometry of a NumPy 2-d convolution.
 
-Columns use the layout (C*kh*kw, N*Ho*Wo), filled by one strided slice copy per kernel tap
-(several times faster than copying an ``as_strided`` window view, whose innermost runs are only kw
-long); input gradients scatter the columns back with one strided add per tap.
+Columns use the layout (C*kh*kw, N*Ho*Wo). Flat columns (stride 1, see ``_Geometry``) are
+filled by one copy of an ``as_strided`` view whose innermost runs are Ho*Wp long (one NumPy call,
+not one per tap: the GIL stays free for the other pool threads); exact columns by one strided
+slice copy per kernel tap (a window view's innermost runs would be only kw long). Input gradients
+scatter the columns back with one strided add per tap.
 """
 
 from __future__ import annotations
@@ -123,12 +125,20 @@ class _Geometry:
         if self.flat:
             src = self.padded_flat(x)
             cols = np.empty((c, kh, kw, n, self.columns), dtype=x.dtype)
-            length = self.columns
             junk = self._junk(cols) if zero_junk and self.has_junk else None
+            # every tap's run at once: tap (i, j) starts i*dh*Wp + j*dw into each flat image, so
+            # the taps are two more strides over ``src``; one copy of Ho*Wp-long runs (one NumPy
+            # call, which keeps the GIL free for the other pool threads)
+            sc, sn, se = src.strides
+            windows = np.lib.stride_tricks.as_strided(
+                src,
+                (c, kh, kw, n, self.columns),
+                (sc, self.dilation[0] * self.width * se, self.dilation[1] * se, sn, se),
+                writeable=False,
+            )
 
             def fill(lo: int, hi: int) -> None:
-                for i, j, off in taps:
-                    cols[:, i, j, lo:hi] = src[:, lo:hi, off : off + length]
+                cols[:, :, :, lo:hi] = windows[:, :, :, lo:hi]
                 if junk is not None:
                     junk[:, :, :, lo:hi] = 0
 
