@@ -24,6 +24,7 @@ from .._core import checks
 from .._core import qops as _qops
 from .._core.creation import Distribution
 from .._core.dispatch import apply, autocast_policy, unify
+from .._core.internal import from_raw
 from .._core.quantized import QuantizedTensor
 from .._core.tensor import Tensor
 from ..errors import DTypeError, ShapeError
@@ -699,13 +700,13 @@ def batch_norm(
     out = apply(OPS["batch_norm"], (x, w, b), {"eps": checks.float_arg("batch_norm", "eps", eps)})
     if rm is None and rv is None:
         return out, None, None
-    # batch statistics as plain constants: the running averages carry no gradient
-    flat = x.without_autodiff().swap_dims(0, 1).reshape((c, -1))
-    mean = flat.mean_dim(1)
-    centered = flat - mean
-    var = (centered * centered).sum_dim(1) / (n - 1)
-    new_rm = None if rm is None else rm * (1 - momentum) + mean.reshape((c,)) * momentum
-    new_rv = None if rv is None else rv * (1 - momentum) + var.reshape((c,)) * momentum
+    # batch statistics as plain constants (one backend kernel): the running averages carry no
+    # gradient; the variance is unbiased, as in PyTorch
+    hw = x._hardware
+    mean_r, var_r = hw.b.batch_stats(x._raw, 1)
+    mean, var = from_raw(mean_r, hw), from_raw(var_r, hw)
+    new_rm = None if rm is None else rm * (1 - momentum) + mean * momentum
+    new_rv = None if rv is None else rv * (1 - momentum) + var * momentum
     return out, new_rm, new_rv
 
 

@@ -36,6 +36,17 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             start += n
         return out
 
+    def batch_stats(self, x: Raw, correction: int) -> tuple[Raw, Raw]:
+        """``(mean, var)`` per channel of ``x`` (N, C, *), both (C,): the batch statistics that
+        batch norm's running averages move towards (the variance over ``count - correction``,
+        count > correction). By default the channels are made rows of one (C, count) copy."""
+        shape = x.shape
+        c = shape[1]
+        dims = (1, 0, *range(2, len(shape)))
+        flat = self.reshape(self.copy(self.permute(x, dims)), (c, -1))
+        mean = self.reshape(self.mean_dim(flat, 1), (c,))
+        return mean, self.reshape(self.var(flat, 1, correction), (c,))
+
     def attention_draws_dropout(self, q: Raw, k: Raw, v: Raw, is_causal: bool) -> bool:
         """Whether ``attention_dropout`` takes these inputs: a fused kernel that draws its own
         dropout mask (CUDA's flash / cuDNN / memory-efficient attention). None by default:

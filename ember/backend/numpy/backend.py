@@ -464,6 +464,7 @@ class NumpyBackend(Backend):
     rms_norm = staticmethod(_norm.rms_norm)  # (x, weight, normalized_ndim, eps)
     batch_norm = staticmethod(_norm.batch_norm)  # (x, weight, bias, eps): batch statistics, dim 1
     batch_norm_backward = staticmethod(_norm.batch_norm_backward)  # fused: 3 arrays, not ~10
+    batch_stats = staticmethod(_norm.batch_stats)  # (x, correction) -> (mean, var), (C,) each
     # (q, k, v, bias, keep, scale, is_causal); a 0-d bias / keep means none
     attention = staticmethod(_attn.attention)
     attention_weights = staticmethod(_attn.attention_weights)  # (q, k, bias, scale, is_causal)

@@ -566,6 +566,7 @@ class TorchBackend(Backend):
     rms_norm = staticmethod(_norm.rms_norm)
     batch_norm = staticmethod(_norm.batch_norm)
     batch_norm_backward = staticmethod(_norm.batch_norm_backward)
+    batch_stats = staticmethod(_norm.batch_stats)
     attention = staticmethod(_attn.attention)
     attention_weights = staticmethod(_attn.attention_weights)
     attention_backward = staticmethod(_attn.attention_backward)

@@ -70,6 +70,21 @@ def _rows3(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(a.shape[0], a.shape[1], -1)
 
 
+def batch_stats(x: np.ndarray, correction: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean, var)`` per channel of x (N, C, *), both (C,), the variance over ``count -
+    correction``: a sum, the centred array and one dot product per (n, c) row (no transposed
+    copy, no squared array)."""
+    x3 = _rows3(x)
+    count = x3.shape[0] * x3.shape[2]
+    if x.dtype not in _EXACT:
+        flat = x3.transpose(1, 0, 2).reshape(x3.shape[1], -1)
+        return flat.mean(axis=1, dtype=x.dtype), flat.var(axis=1, ddof=correction, dtype=x.dtype)
+    f = x.dtype.type
+    mean = x3.sum(axis=(0, 2)) / f(count)
+    xc = x3 - mean[:, None]
+    return mean, _channel_dot(xc, xc) / f(count - correction)
+
+
 def batch_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     axes = _channel_axes(x.ndim)
     mean = x.mean(axis=axes, keepdims=True, dtype=x.dtype)

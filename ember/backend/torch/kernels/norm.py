@@ -48,6 +48,12 @@ def rms_norm(x: Tensor, weight: Tensor, normalized_ndim: int, eps: float) -> Ten
     return x * _rms_scale(x, normalized_ndim, eps) * weight
 
 
+def batch_stats(x: Tensor, correction: int) -> tuple[Tensor, Tensor]:
+    """``(mean, var)`` per channel of x (N, C, *), both (C,), in one ``var_mean`` kernel."""
+    var, mean = torch.var_mean(x, dim=(0, *range(2, x.ndim)), correction=correction)
+    return mean, var
+
+
 def batch_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     """Normalise with the batch statistics over every dim but 1."""
     out, mean, invstd = aten.native_batch_norm(x, weight, bias, None, None, True, 0.0, eps)

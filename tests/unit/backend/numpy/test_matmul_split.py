@@ -10,13 +10,14 @@ import pytest
 from ember.backend.numpy.kernels import blas
 from ember.backend.numpy.kernels import matmul as mm
 
+# each at least _SPLIT_FLOPS multiply-adds, so that it is split
 _CASES = [
-    ((4, 64, 96), (96, 128)),  # (*, M, K) @ (K, N): the rows of the flattened batch
+    ((8, 128, 96), (96, 128)),  # (*, M, K) @ (K, N): the rows of the flattened batch
     ((16, 4, 64, 32), (16, 4, 32, 64)),  # batched, as attention's q @ k^T
     ((16, 1, 64, 32), (1, 4, 32, 64)),  # broadcast batch dims on both sides
-    ((64, 32), (8, 32, 64)),  # a matrix against a batch
-    ((256, 512), (512, 40)),  # one product, rows shared
-    ((40, 512), (512, 256)),  # one product, columns shared (M < N)
+    ((128, 64), (16, 64, 128)),  # a matrix against a batch
+    ((512, 512), (512, 40)),  # one product, rows shared
+    ((40, 1024), (1024, 256)),  # one product, columns shared (M < N)
 ]
 
 
@@ -28,11 +29,15 @@ def test_split_product_equals_numpy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("EMBER_NUM_THREADS", threads)
+    shares: list[int] = []
+    real = mm._mm
+    monkeypatch.setattr(mm, "_mm", lambda x, y, out: (shares.append(1), real(x, y, out)))
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=xs).astype(dtype), rng.normal(size=ys).astype(dtype)
     got = mm.matmul(x, y)
     want = np.matmul(x, y)
     assert got.shape == want.shape and got.dtype == want.dtype
+    assert len(shares) == (0 if threads == "1" else int(threads))
     # each share is one BLAS call over the whole K: the same sums, at most the BLAS's own
     # blocking apart (a few ulps of the K-term sum)
     tol = 64 * np.finfo(dtype).eps * np.sqrt(xs[-1])
