@@ -121,7 +121,6 @@ class _Geometry:
         over the columns)."""
         n, c = self.shape[:2]
         kh, kw = self.kernel
-        taps = self.taps()
         if self.flat:
             src = self.padded_flat(x)
             cols = np.empty((c, kh, kw, n, self.columns), dtype=x.dtype)
@@ -144,6 +143,7 @@ class _Geometry:
 
         else:
             # channels first, so that each tap fills a (C, N, Ho, Wo) slab
+            taps = self.taps()
             xt = _pad(x, self.padding).transpose(1, 0, 2, 3)
             cols = np.empty((c, kh, kw, n, self.out[0], self.out[1]), dtype=x.dtype)
 

@@ -79,10 +79,14 @@ def batch_stats(x: np.ndarray, correction: int) -> tuple[np.ndarray, np.ndarray]
     if x.dtype not in _EXACT:
         flat = x3.transpose(1, 0, 2).reshape(x3.shape[1], -1)
         return flat.mean(axis=1, dtype=x.dtype), flat.var(axis=1, ddof=correction, dtype=x.dtype)
-    f = x.dtype.type
-    mean = x3.sum(axis=(0, 2)) / f(count)
-    xc = x3 - mean[:, None]
-    return mean, _channel_dot(xc, xc) / f(count - correction)
+    mean, xc = _centred(x3)
+    return mean, _channel_dot(xc, xc) / x.dtype.type(count - correction)
+
+
+def _centred(x3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean (C,) of an (N, C, L) array and the centred array ``x3 - mean``."""
+    mean = x3.sum(axis=(0, 2)) / x3.dtype.type(x3.shape[0] * x3.shape[2])
+    return mean, x3 - mean[:, None]
 
 
 def batch_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -125,8 +129,7 @@ def batch_norm_backward(
     f = x.dtype.type
     x3, g3 = _rows3(x), _rows3(grad)
     count = f(x3.shape[0] * x3.shape[2])
-    mean = x3.sum(axis=(0, 2)) / count
-    xc = x3 - mean[:, None]
+    mean, xc = _centred(x3)
     rstd = f(1) / np.sqrt(_channel_dot(xc, xc) / count + f(eps))
     sg = g3.sum(axis=(0, 2))
     sgx = _channel_dot(g3, xc)

@@ -71,14 +71,14 @@ def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bo
     total work in elements, below ``_PARALLEL_MIN`` it all runs on the calling thread).
     ``blas=False`` says ``fn`` makes no BLAS call: the BLAS threads are then left as they are
     (each switch costs the next threaded BLAS call a wake-up)."""
-    threads = min(num_threads(), n)
-    if threads <= 1 or elems < _PARALLEL_MIN or getattr(_serial, "on", False):
-        if blas and num_threads() > 1 and not getattr(_serial, "on", False):
-            with serial():  # on this thread alone, and no BLAS threads left spinning after it
-                fn(0, n)
-        else:
+    pool = num_threads()
+    nested = getattr(_serial, "on", False)
+    if min(pool, n) <= 1 or elems < _PARALLEL_MIN or nested:
+        # on this thread alone; with a pool, the BLAS serial too (no BLAS workers left spinning)
+        with serial() if blas and pool > 1 and not nested else nullcontext():
             fn(0, n)
         return
+    threads = min(pool, n)
     per = -(-n // threads)
     with serial() if blas else nullcontext():
         futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
