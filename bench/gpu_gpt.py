@@ -14,6 +14,9 @@ Three measurements, each a full training step (forward, cross-entropy, backward,
   block and ``torch.compile`` with its activation memory budget; ratios against ember
   ``Disabled`` and a peak-memory vs step-time plot (``--plot out.png``, needs matplotlib).
 
+``--captured`` adds ember's step through ``em.capture`` and, on CUDA, the PyTorch step captured
+by hand in one CUDA graph (the floor a whole-step capture can reach on the same kernels).
+
 Both models are the same pre-norm GPT-2 (learned positions, tanh GELU, biases, untied LM head)
 and call the same kernels (cuBLAS, flash / memory-efficient attention, fused layer norm). The
 ember model is built from ``em.nn`` layers and ``em.nn.functional``.
@@ -213,21 +216,51 @@ class TorchGPT(torch.nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def torch_step(cfg: Config, model: torch.nn.Module, compiled: bool) -> Callable[..., Any]:
-    optim = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+def torch_step(
+    cfg: Config, model: torch.nn.Module, compiled: bool, graph: bool = False
+) -> Callable[..., Any]:
+    """One PyTorch training step; ``graph``: the whole step captured by hand in one CUDA graph
+    (capturable AdamW; the step's inputs are the arguments of the first call, copied in on
+    later calls), the reference a whole-step capture is measured against."""
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, capturable=graph)
     fwd = torch.compile(model) if compiled else model
-    dev_type = next(model.parameters()).device.type
+    dev = next(model.parameters()).device
 
     def step(idx: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(dev_type, dtype=torch.bfloat16, enabled=cfg.bf16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             logits = fwd(idx)
             loss = TF.cross_entropy(logits.view(-1, cfg.vocab), tgt.view(-1))
         loss.backward()
         optim.step()
-        optim.zero_grad(set_to_none=True)
+        if not graph:
+            optim.zero_grad(set_to_none=True)
         return loss
 
-    return step
+    if not graph:
+        return step
+    state: dict[str, Any] = {}
+
+    def replay(idx: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        if not state:
+            x, y = idx.clone(), tgt.clone()
+            side = torch.cuda.Stream(dev)
+            side.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(side):  # warm-up on a side stream, as CUDA graphs want
+                for _ in range(3):
+                    optim.zero_grad(set_to_none=True)
+                    step(x, y)
+            torch.cuda.current_stream(dev).wait_stream(side)
+            optim.zero_grad(set_to_none=True)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                loss = step(x, y)  # gradients live in the graph's pool, rewritten each replay
+            state.update(graph=g, x=x, y=y, loss=loss)
+        state["x"].copy_(idx)
+        state["y"].copy_(tgt)
+        state["graph"].replay()
+        return state["loss"]
+
+    return replay
 
 
 # ---------------------------------------------------------------- timing
@@ -322,17 +355,19 @@ def run_torch(
     compiled: bool,
     checkpoint: bool = False,
     memory_budget: float | None = None,
+    graph: bool = False,
 ) -> dict[str, Any]:
     """Step time and peak memory of the PyTorch model (eager, or torch.compile; ``checkpoint``:
     torch.utils.checkpoint per block; ``memory_budget``: torch.compile's activation memory
-    budget, ``torch._functorch.config.activation_memory_budget``)."""
+    budget, ``torch._functorch.config.activation_memory_budget``; ``graph``: the eager step
+    captured by hand in one CUDA graph)."""
     if memory_budget is not None:
         import torch._functorch.config as fconfig
 
         fconfig.activation_memory_budget = memory_budget
         torch._dynamo.reset()
     model = TorchGPT(cfg, checkpoint).to(tdev)
-    step = torch_step(cfg, model, compiled)
+    step = torch_step(cfg, model, compiled, graph)
     idx, tgt = _batch(cfg, tdev)
     step(idx, tgt)
     base = _peak_reset(tdev)
@@ -362,6 +397,7 @@ def run_checkpointing(
     fractions: list[float],
     compile_budgets: list[float],
     plot: str | None,
+    captured: bool = False,
 ) -> dict[str, Any]:
     """The memory / time trade-off of every checkpointing setting, in one run.
 
@@ -370,6 +406,8 @@ def run_checkpointing(
     step time; ``peak_ratio`` / ``time_ratio`` are against ember ``Disabled`` with the plain
     head. A budget bounds the graph's saved values (``fraction`` of their Disabled peak), not
     the parameters, optimizer state and gradients: its ``step_peak_ratio`` is the one to read.
+    ``captured``: every ember setting again through ``em.capture`` (``+captured``): the same
+    kernels without the host's per-op Python, which recomputation under a budget multiplies.
     """
     tdev = dev.b.device
     out: dict[str, Any] = {}
@@ -381,10 +419,13 @@ def run_checkpointing(
         for f in fractions:
             settings.append((f"budget_{f:g}" + tag, Strategy.budget(fraction=f), fused))
     for key, s, fused in settings:
-        out[key] = _guard(
-            key, lambda s=s, fused=fused: run_ember(cfg, dev, warmup, steps, s, fused)
-        )
-        gc.collect()
+        for cap in (False, True) if captured else (False,):
+            name = key + ("+captured" if cap else "")
+            out[name] = _guard(
+                name,
+                lambda s=s, fused=fused, cap=cap: run_ember(cfg, dev, warmup, steps, s, fused, cap),
+            )
+            gc.collect()
     out["torch_eager"] = _guard("eager", lambda: run_torch(cfg, tdev, warmup, steps, False))
     out["torch_checkpoint_per_block"] = _guard(
         "utils.checkpoint", lambda: run_torch(cfg, tdev, warmup, steps, False, checkpoint=True)
@@ -419,6 +460,11 @@ def _plot(out: dict[str, Any], path: str) -> None:
         "ember budget": [k for k in out if k.startswith("budget_") and "fused" not in k],
         "ember budget + fused CE": [k for k in out if k.startswith("budget_") and "fused" in k],
     }
+    for label in list(groups):  # with --captured: eager and captured curves apart
+        keys = groups.pop(label)
+        groups[label] = [k for k in keys if "captured" not in k]
+        if any("captured" in k for k in keys):
+            groups[label + ", captured"] = [k for k in keys if "captured" in k]
     for label, keys in groups.items():
         pts = sorted(
             (out[k]["peak_ratio"], out[k]["time_ratio"]) for k in keys if "peak_ratio" in out[k]
@@ -428,6 +474,7 @@ def _plot(out: dict[str, Any], path: str) -> None:
     for k, marker in (
         ("balanced", "s"),
         ("balanced+fused_ce", "D"),
+        ("balanced+fused_ce+captured", "P"),
         ("torch_checkpoint_per_block", "^"),
         ("torch_eager", "x"),
     ):
@@ -501,7 +548,9 @@ def main(argv: list[str] | None = None) -> int:
             budgets = (
                 [] if args.no_compile else [float(b) for b in args.compile_budgets.split(",") if b]
             )
-            r.update(run_checkpointing(cfg, dev, w, n, fractions, budgets, args.plot))
+            r.update(
+                run_checkpointing(cfg, dev, w, n, fractions, budgets, args.plot, args.captured)
+            )
         elif name in ("small", "gpt2"):
             # ember and eager alternate, ``--rounds`` times: drift of the machine hits both
             rounds: list[dict[str, Any]] = []
@@ -514,6 +563,10 @@ def main(argv: list[str] | None = None) -> int:
                     pair["ember_captured"] = _guard(
                         name, lambda c=cfg: run_ember(c, dev, w, n, captured=True)
                     )
+                    if tdev.type == "cuda":
+                        pair["torch_graph"] = _guard(
+                            name, lambda c=cfg: run_torch(c, tdev, w, n, False, graph=True)
+                        )
                 rounds.append(pair)
                 gc.collect()
             r.update(rounds[-1])
@@ -537,6 +590,13 @@ def main(argv: list[str] | None = None) -> int:
             if cap:
                 r["captured_over_eager"] = round(statistics.median(cap), 3)
                 r["captured_over_eager_per_round"] = [round(x, 3) for x in cap]
+            hand = [
+                p["torch_graph"]["ms_median"] / p["torch_eager"]["ms_median"]
+                for p in rounds
+                if "ms_median" in p.get("torch_graph", {}) and "ms_median" in p["torch_eager"]
+            ]
+            if hand:
+                r["torch_graph_over_eager"] = round(statistics.median(hand), 3)
         else:
             for key, s in (("disabled", Strategy.Disabled), ("balanced", Strategy.Balanced)):
                 r[key] = _guard(name, lambda c=cfg, s=s: run_ember(c, dev, w, n, s))

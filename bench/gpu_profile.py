@@ -13,6 +13,7 @@ ember eager, ember captured (``em.capture``), PyTorch eager and the hand-capture
 
 Usage:
     python bench/gpu_profile.py [--only small,gpt2,nanogpt] [--steps 10] [--out DIR]
+        [--strategies balanced,budget:0.3+fused]
 """
 
 from __future__ import annotations
@@ -37,16 +38,23 @@ import capture_gpt as C
 import gpu_gpt as G
 
 
-def _ember_runner(cfg: G.Config, dev: em.Device, balanced: bool) -> Callable[[], Any]:
+def _ember_runner(cfg: G.Config, dev: em.Device, setting: str = "disabled") -> Callable[[], Any]:
+    """``setting``: ``disabled``, ``balanced`` or ``budget:F``, with ``+fused`` for the fused
+    linear + cross-entropy head."""
+    strategy, _, head = setting.partition("+")
     ad = dev.autodiff()
-    if balanced:
+    if strategy == "balanced":
         ad = ad.gradient_checkpointing()
+    elif strategy.startswith("budget:"):
+        ad = ad.gradient_checkpointing(budget=float(strategy.split(":", 1)[1]))
+    elif strategy != "disabled":
+        raise SystemExit(f"--strategies: expected disabled, balanced or budget:F, got {setting!r}")
     model = G.EmberGPT(cfg, ad)
     optim = em.optim.AdamW(weight_decay=0.01)
     idx_t, tgt_t = G._batch(cfg, dev.b.device)
     idx = em.Tensor.from_data(idx_t.cpu().numpy(), device=dev)
     tgt = em.Tensor.from_data(tgt_t.cpu().numpy(), device=dev)
-    step = G.ember_step(cfg)
+    step = G.ember_step(cfg, fused_ce=head == "fused")
     state = {"model": model}
 
     def run() -> None:
@@ -163,7 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="small,gpt2")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--top", type=int, default=30)
-    p.add_argument("--balanced", action="store_true", help="also profile ember under Balanced")
+    p.add_argument(
+        "--strategies",
+        default="",
+        help="also profile ember under these, comma-separated: balanced, budget:F, each with an "
+        "optional +fused (the fused linear + cross-entropy head)",
+    )
     p.add_argument("--out", default=None, help="folder for profile.json")
     p.add_argument("--copies", action="store_true", help="list ember's device copies and callers")
     args = p.parse_args(argv)
@@ -179,11 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cfg = {"small": G.SMALL, "gpt2": G.GPT2}[name]
             runners = {
-                "ember": lambda c=cfg: _ember_runner(c, dev, False),
+                "ember": lambda c=cfg: _ember_runner(c, dev),
                 "torch_eager": lambda c=cfg: _torch_runner(c, tdev),
             }
-            if args.balanced:
-                runners["ember_balanced"] = lambda c=cfg: _ember_runner(c, dev, True)
+            for setting in filter(None, args.strategies.split(",")):
+                runners[f"ember_{setting}"] = lambda c=cfg, s=setting: _ember_runner(c, dev, s)
         if args.copies:
             print(f"== {name}/ember copies per step")
             for line in copies(runners["ember"](), tdev):

@@ -46,6 +46,7 @@ _PEAKS: dict[int, int] = {}  # graph signature -> Disabled peak of saved bytes (
 _MAX_PEAKS = 1024 * SIGNATURE_NODES
 _CHAIN_LOOKUP = 8  # levels of dropped ancestors a drop's cost counts
 _shape_of = attrgetter("shape")
+Buffer = tuple[tuple[str, int], int]  # (identity, bytes) of a memory block, as report._buffer
 
 
 class BudgetNode(ChainNode):
@@ -54,10 +55,11 @@ class BudgetNode(ChainNode):
     Attributes (beyond ``Node``'s): ``ledger`` (its graph's ``Ledger``), ``cost`` (estimated
     cost of recomputing its output), ``rebuildable`` (its output can be recomputed from its
     inputs: every untracked input is held, every tracked one obtainable), ``dropped`` (the budget
-    dropped its held output).
+    dropped its held output), ``buf`` (buffer key and bytes of its held output, looked up once).
     """
 
-    __slots__ = ("cost", "dropped", "ledger", "rebuildable")
+    __slots__ = ("buf", "cost", "dropped", "ledger", "rebuildable")
+    buf: Buffer | None
     cost: float
     dropped: bool
     ledger: Ledger
@@ -118,15 +120,18 @@ class Ledger:
         self.merged: Ledger | None = None
         # buffer key -> [bytes, holder ids]; holder -id: the constants and residuals of node id
         self._bufs: dict[tuple[str, int], list[Any]] = {}
-        self._nodes: weakref.WeakValueDictionary[int, BudgetNode] = weakref.WeakValueDictionary()
+        # node id -> weak reference (a plain dict of weakrefs: a WeakValueDictionary's writes
+        # cost a few microseconds each, on every recorded node)
+        self._nodes: dict[int, weakref.ref[BudgetNode]] = {}
         self._heap: list[tuple[float, int, int]] = []
         self._seq = 0
 
     # ---------------------------------------------------------------- holding
-    def hold(self, holder: int, value: Any, again: bool = False) -> None:
+    def hold(self, holder: int, value: Any, again: bool = False) -> Buffer:
         """Count ``value`` as held by ``holder`` (``again``: a value the budget dropped before,
-        already in ``disabled``)."""
-        key, nbytes = _buffer(value)
+        already in ``disabled``); returns its buffer."""
+        buf = _buffer(value)
+        key, nbytes = buf
         e = self._bufs.get(key)
         if e is None:
             self._bufs[key] = [nbytes, {holder}]
@@ -135,13 +140,16 @@ class Ledger:
                 self.disabled += nbytes
         else:
             e[1].add(holder)
+        return buf
 
     def holds(self, value: Any) -> bool:
         """Whether ``value``'s buffer is held already."""
         return _buffer(value)[0] in self._bufs
 
     def release(self, holder: int, value: Any) -> None:
-        key, _ = _buffer(value)
+        self._release(holder, _buffer(value)[0])
+
+    def _release(self, holder: int, key: tuple[str, int]) -> None:
         e = self._bufs.get(key)
         if e is None:
             return
@@ -151,14 +159,15 @@ class Ledger:
             self.total -= e[0]
         elif len(e[1]) == 1:  # a last holder may now free the buffer by dropping it
             (other,) = e[1]
-            n = self._nodes.get(other)
+            n = self._node(other)
             if n is not None:
                 self.offer(n)
 
     def forget(self, n: Node) -> None:
         """``n``'s backward step ran: release what it held (its output, constants, residuals)."""
         if n.output is not None:
-            self.release(n.id, n.output)
+            buf: Buffer | None = getattr(n, "buf", None)
+            self._release(n.id, buf[0] if buf is not None else _buffer(n.output)[0])
         if n.inputs is not None:
             for v in n.inputs:
                 if v is not None:
@@ -168,22 +177,39 @@ class Ledger:
             for v in saved if type(saved) is tuple else (saved,):
                 self.release(-n.id, v)
 
-    def _freed(self, n: BudgetNode) -> int:
-        """Bytes dropping ``n``'s output would free (0 while another holder shares its buffer)."""
-        key, nbytes = _buffer(n.output)
-        e = self._bufs.get(key)
-        return nbytes if e is not None and e[1] == {n.id} else 0
+    def _node(self, nid: int) -> BudgetNode | None:
+        ref = self._nodes.get(nid)
+        return None if ref is None else ref()
+
+    def _group(self, n: BudgetNode) -> list[BudgetNode] | None:
+        """The nodes whose outputs share ``n``'s held buffer (``n`` and its views), when every
+        one of them can be dropped; ``None`` while a residual or a value that cannot be
+        recomputed shares it (dropping would then free nothing)."""
+        e = self._bufs.get(n.buf[0])  # type: ignore[index]  # set wherever output is
+        if e is None:
+            return None
+        holders: set[int] = e[1]
+        if holders == {n.id}:
+            return [n]
+        group = []
+        for h in holders:
+            m = self._node(h) if h > 0 else None
+            if m is None or m.output is None or m.consumed or not m.rebuildable:
+                return None
+            group.append(m)
+        return group
 
     # ---------------------------------------------------------------- dropping
     def offer(self, n: BudgetNode) -> None:
-        """Make ``n``'s held output a candidate to drop."""
+        """Make ``n``'s held output a candidate to drop (with the views sharing its buffer)."""
         if n.output is None or not n.rebuildable:
             return
-        self._nodes[n.id] = n
-        freed = self._freed(n)
-        if freed:
+        if n.id not in self._nodes:
+            self._nodes[n.id] = weakref.ref(n)
+        group = self._group(n)
+        if group is not None:
             self._seq += 1
-            heapq.heappush(self._heap, (_chain_cost(n) / freed, self._seq, n.id))
+            heapq.heappush(self._heap, (_group_cost(group, n), self._seq, n.id))
 
     def enforce(self) -> None:
         """Drop candidates, cheapest per byte first, until ``total`` is within the limit."""
@@ -194,22 +220,24 @@ class Ledger:
         heap = self._heap
         while self.total > limit and heap:
             prio, seq, nid = heapq.heappop(heap)
-            n = self._nodes.get(nid)
+            n = self._node(nid)
             if n is None or n.output is None or n.consumed:
                 continue
-            if not all(_obtainable(p) for p in n.parents if p is not None):
+            group = self._group(n)
+            if group is None or not all(
+                _obtainable(p) for m in group for p in m.parents if p is not None
+            ):
                 continue
-            freed = self._freed(n)
-            if not freed:
-                continue
-            now = _chain_cost(n) / freed
+            now = _group_cost(group, n)
             if now > prio * (1.0 + 1e-9) and heap and now > heap[0][0]:
                 heapq.heappush(heap, (now, seq, nid))  # its cost grew since: rank it again
                 continue
-            self.release(n.id, n.output)
-            n.output = None
-            n.recipe = True
-            n.dropped = True
+            for m in group:
+                self._release(m.id, m.buf[0])  # type: ignore[index]
+                m.output = None
+                m.buf = None
+                m.recipe = True
+                m.dropped = True
         if self.total > limit:
             self.needed = max(self.needed, self.total)
         self.peak = max(self.peak, self.total)
@@ -263,9 +291,10 @@ class Ledger:
                 e[1].update(holders)
         self.disabled += other.disabled
         self.needed = max(self.needed, other.needed)
-        for nid, n in list(other._nodes.items()):
-            self._nodes[nid] = n
-            self.offer(n)
+        for ref in list(other._nodes.values()):
+            n = ref()
+            if n is not None:
+                self.offer(n)
         self.count += other.count
         other.merged = self
 
@@ -285,6 +314,12 @@ def ledger_of(n: Node) -> Ledger | None:
 def _chain_cost(n: BudgetNode) -> float:
     """``n``'s recompute cost plus that of the dropped ancestors its recompute would need."""
     return n.cost + _ancestors_cost(n, _CHAIN_LOOKUP)
+
+
+def _group_cost(group: list[BudgetNode], n: BudgetNode) -> float:
+    """Recompute cost per byte freed of dropping ``group`` (``n`` and the views of its buffer)."""
+    nbytes = n.buf[1]  # type: ignore[index]
+    return sum(map(_chain_cost, group)) / max(nbytes, 1)
 
 
 def _ancestors_cost(n: Node, depth: int) -> float:
@@ -350,6 +385,7 @@ def record(
     n.saved = saved
     n.ledger = ledger
     n.dropped = False
+    n.buf = None
     n.cost = recompute_cost(spec, shapes, tuple(out.shape), attrs)
     ledger.note(spec, shapes)
     if reads_inputs:
@@ -362,7 +398,7 @@ def record(
                 p.output = r
                 p.recipe = False
                 p.dropped = False
-                ledger.hold(p.id, r, again)
+                p.buf = ledger.hold(p.id, r, again)
                 ledger.offer(p)
     n.rebuildable = not spec.random and all(
         _obtainable(p) if p is not None else v is not None for p, v in zip(parents, inputs)
@@ -371,7 +407,7 @@ def record(
         for v in saved if type(saved) is tuple else (saved,):
             ledger.hold(-n.id, v)
     if held_output:
-        ledger.hold(n.id, out)
+        n.buf = ledger.hold(n.id, out)
         ledger.offer(n)
     ledger.enforce()
     return n

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 import ember as em
 
@@ -116,6 +117,20 @@ def test_balanced_strategy(device: em.Device) -> None:
     model = _compare(device, make, lambda: em.optim.Adam(), classify_step, data, [1e-2] * STEPS)
     strategy = next(model.parameters()).val().gradient_checkpointing_strategy()
     assert strategy == em.GradientCheckpointingStrategy.Balanced
+
+
+@pytest.mark.parametrize("fraction", [0.7, 0.4])
+def test_budget_strategy(device: em.Device, fraction: float) -> None:
+    """A memory budget under capture: the warm-up call measures the graph's Disabled peak, the
+    recording call drops values by the learned limit, replays recompute them as it did."""
+    data = list(batches(device, STEPS, (8, 6), 3))
+    budget = em.GradientCheckpointingStrategy.budget(fraction=fraction)
+
+    def make(d: em.Device) -> MLP:
+        return MLP(d.gradient_checkpointing(budget=budget))
+
+    model = _compare(device, make, lambda: em.optim.Adam(), classify_step, data, [1e-2] * STEPS)
+    assert next(model.parameters()).val().gradient_checkpointing_strategy() == budget
 
 
 def test_gradient_accumulation_over_captured_micro_steps(device: em.Device) -> None:

@@ -401,3 +401,24 @@ def test_step_peak_follows_the_budget() -> None:
     # the budget bounds saved values, not gradients (half of this graph's peak are the weights')
     assert all(p < disabled for p in peaks), (disabled, peaks)
     assert all(b < a for a, b in pairwise(peaks[:3])), peaks
+
+
+def _views(dev: em.Device) -> tuple[em.Tensor, list[em.Tensor]]:
+    """One matmul output read through three views (attention's q, k, v of one qkv product): each
+    view's rule reads it, so the views share one held buffer."""
+    rng = np.random.default_rng(7)
+    w = _param(dev, rng, 32, 96)
+    x = em.Tensor.from_data(rng.standard_normal((16, 32)).astype(np.float32), device=dev)
+    q, k, v = (x @ w).reshape((16, 3, 32)).permute((1, 0, 2)).chunk(3, dim=0)
+    return ((q * k).tanh() * v).sum(), [w]
+
+
+def test_views_of_one_buffer_are_dropped_together(device: em.Device) -> None:
+    """A buffer held by several views frees memory only when all of them drop: the budget drops
+    them as one (cost summed, bytes once), and backward rebuilds each from the product."""
+    ref, (_, full) = _run(device, Strategy.Disabled, _views)
+    got, (grads, report) = _run(device, Strategy.budget(bytes=full.total_bytes // 3), _views)
+    _same(ref, got, "views dropped together")
+    assert report.total_bytes <= full.total_bytes // 3
+    assert report.ops["index"].dropped == 3, report
+    assert sum(grads.recomputed.values()) >= 3
