@@ -8,8 +8,10 @@ untracked inputs that rules read, each buffer once. When recording a value would
 budget, the ledger drops held values that can be recomputed, cheapest first by estimated
 recompute cost (``cost.py``, the value's own and that of the dropped values its recompute needs)
 per byte freed; a dropped value becomes a recipe, recomputed during backward from what is held,
-once (``recompute.py``). A value can be recomputed when each input is held, a leaf, or itself
-recomputable; a node with an untracked input its rule does not read cannot be.
+once (``recompute.py``). Values that share one buffer (a product and the views its children read,
+attention's q, k and v of one qkv product) free it only together: they are dropped as one, their
+costs summed, the bytes counted once. A value can be recomputed when each input is held, a leaf,
+or itself recomputable; a node with an untracked input its rule does not read cannot be.
 
 ``fraction`` budgets are relative to the ``Disabled`` peak of the same graph: what the ledger
 would hold if it dropped nothing, which it counts on every step. A graph is known by the op

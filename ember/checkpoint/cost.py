@@ -10,6 +10,7 @@ sorts, gathers). Only the ratios matter: they rank what a budget drops first.
 
 from __future__ import annotations
 
+from math import prod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,13 +20,6 @@ PASS = 8.0  # flop-equivalents per element read or written
 COMPUTE_PASSES = 4.0  # a compute-bound row without a ``flops`` estimate: this many passes
 
 
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def recompute_cost(
     spec: OpSpec,
     shapes: tuple[tuple[int, ...], ...],
@@ -33,7 +27,7 @@ def recompute_cost(
     attrs: dict[str, object],
 ) -> float:
     """Estimated cost of running ``spec``'s forward once on inputs of ``shapes``."""
-    moved = PASS * (sum(map(_numel, shapes)) + _numel(out_shape))
+    moved = PASS * (sum(map(prod, shapes)) + prod(out_shape))
     if spec.flops is not None:
         return 2.0 * spec.flops(shapes, attrs) + moved
     return moved if spec.memory_bound else COMPUTE_PASSES * moved
