@@ -319,9 +319,13 @@ def _chain_cost(n: BudgetNode) -> float:
 
 
 def _group_cost(group: list[BudgetNode], n: BudgetNode) -> float:
-    """Recompute cost per byte freed of dropping ``group`` (``n`` and the views of its buffer)."""
+    """Recompute cost per byte freed of dropping ``group`` (``n`` and the views of its buffer):
+    each member's own cost, and the dropped ancestors' once (views of one buffer share them)."""
     nbytes = n.buf[1]  # type: ignore[index]
-    return sum(map(_chain_cost, group)) / max(nbytes, 1)
+    if len(group) == 1:
+        return _chain_cost(n) / max(nbytes, 1)
+    own = sum(m.cost for m in group)
+    return (own + max(_ancestors_cost(m, _CHAIN_LOOKUP) for m in group)) / max(nbytes, 1)
 
 
 def _ancestors_cost(n: Node, depth: int) -> float:
