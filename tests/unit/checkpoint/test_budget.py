@@ -422,3 +422,30 @@ def test_views_of_one_buffer_are_dropped_together(device: em.Device) -> None:
     assert report.total_bytes <= full.total_bytes // 3
     assert report.ops["index"].dropped == 3, report
     assert sum(grads.recomputed.values()) >= 3
+
+
+def test_a_group_of_views_counts_their_product_once(device: em.Device) -> None:
+    """Dropping q, k and v of one product recomputes that product once, so the group's cost
+    holds it once, not once per view (which made such groups look three times dearer)."""
+    dev = device.autodiff().gradient_checkpointing(bytes=1 << 40)  # nothing dropped
+    loss, _ = _views(dev)
+    ledger = budget_module.ledger_of(loss._node)  # type: ignore[attr-defined]
+    views = [n for n in _nodes(loss) if n.spec is not None and n.spec.name == "index"]
+    product = next(n for n in _nodes(loss) if n.spec is not None and n.spec.name == "matmul")
+    group = ledger._group(views[0])
+    assert group is not None and sorted(m.id for m in group) == sorted(v.id for v in views)
+    nbytes = views[0].buf[1]
+    total = budget_module._group_cost(group, views[0]) * nbytes
+    assert product.cost <= total - sum(v.cost for v in views) < 2 * product.cost
+
+
+def _nodes(t: em.Tensor) -> list[Any]:
+    seen, stack, out = set(), [t._node], []  # type: ignore[attr-defined]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        out.append(n)
+        stack.extend(n.parents)
+    return out
