@@ -190,17 +190,6 @@ class RuleBackend:
         # the Tensor product: 1-D operands as NumPy's matmul takes them (the row wants >= 2-D)
         return x @ y
 
-    def matmul_acc(self, acc: Tensor | None, x: Tensor, y: Tensor) -> Tensor:
-        p = x @ y
-        return p if acc is None else acc + p
-
-    def matmul_rows(self, out: Tensor | None, rows: int, lo: int, x: Tensor, y: Tensor) -> Tensor:
-        # recorded as rows: the pieces of a differentiable backward are values, not buffers
-        p = x @ y
-        if out is None:
-            out = self.const(self.raw.full((rows, p.shape[1]), 0, p.dtype))
-        return self.row("slice_assign", (out, p), key=(slice(lo, lo + p.shape[0]),))
-
     def log(self, x: Tensor) -> Tensor:
         return self.row("log", (x,))
 

@@ -135,7 +135,8 @@ def linear_cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
     lse = b.reshape(lse, (n, 1))
     t = b.reshape(t, (n, 1))
     need_x, need_w, need_b = _need(ctx, 0), _need(ctx, 1), _need(ctx, 2) and bias.ndim > 0
-    gx = gw = None
+    gx = None
+    gws: list[Any] = []
     gbs: list[Any] = []
     dt = b.dtype_of(x)
     for lo, hi in _chunks(v, a["chunk"]):
@@ -144,13 +145,14 @@ def linear_cross_entropy_backward(ctx: Any, grad: Any) -> Grads:
         # in x's dtype: one pass over the chunk where the backend fuses it
         d = b.ce_chunk_grad(z, lse, t, g, lo, 1.0 - eps, eps / v, dt)
         w = b.index(weight, (slice(lo, hi),))
-        # summed and assembled in place where the backend can: no second (N, K) or (V, K)
         if need_x:
-            gx = b.matmul_acc(gx, d, w)
+            part = b.matmul(d, w)
+            gx = part if gx is None else gx + part
         if need_w:
-            gw = b.matmul_rows(gw, v, lo, d.mT, x)
+            gws.append(b.matmul(d.mT, x))
         if need_b:
             gbs.append(b.sum_dim(d, 0))
+    gw = (gws[0] if len(gws) == 1 else b.cat(gws, 0)) if need_w else None
     gb = b.zeros_like(bias) if not bias.ndim and _need(ctx, 2) else None  # the placeholder
     if need_b:
         gb = b.reshape(gbs[0] if len(gbs) == 1 else b.cat(gbs, 1), (v,))

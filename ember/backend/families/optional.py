@@ -36,23 +36,6 @@ class OptionalKernels(StorageOps, ElementwiseOps, ReduceOps, LayoutOps, IndexOps
             start += n
         return out
 
-    def matmul_acc(self, acc: Raw | None, x: Raw, y: Raw) -> Raw:
-        """``acc + x @ y`` (``x @ y`` when ``acc`` is None), 2-D. ``acc`` is a temporary the
-        caller owns and reads no more: a backend may add into its buffer (no second buffer of
-        the sum). By default a new buffer."""
-        p = cast(LinalgOps, self).matmul(x, y)
-        return p if acc is None else self.add(acc, p)
-
-    def matmul_rows(self, out: Raw | None, rows: int, lo: int, x: Raw, y: Raw) -> Raw:
-        """``out`` (rows, N) with rows ``lo : lo + len(x)`` set to ``x @ y`` (x (m, K), y (K, N)):
-        a product assembled piece by piece without a concatenation's second copy. ``out`` is
-        None on the first call (made then), afterwards a temporary the caller owns; rows no
-        call sets are undefined. By default each call copies ``out``."""
-        p = cast(LinalgOps, self).matmul(x, y)
-        if out is None:
-            out = self.full((rows, p.shape[1]), 0, self.dtype_of(p))
-        return self.slice_assign(out, p, (slice(lo, lo + p.shape[0]),))
-
     def batch_stats(self, x: Raw, correction: int) -> tuple[Raw, Raw]:
         """``(mean, var)`` per channel of ``x`` (N, C, *), both (C,): the batch statistics that
         batch norm's running averages move towards (the variance over ``count - correction``,

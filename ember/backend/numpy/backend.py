@@ -465,23 +465,6 @@ class NumpyBackend(Backend):
     batch_norm = staticmethod(_norm.batch_norm)  # (x, weight, bias, eps): batch statistics, dim 1
     batch_norm_backward = staticmethod(_norm.batch_norm_backward)  # fused: 3 arrays, not ~10
     batch_stats = staticmethod(_norm.batch_stats)  # (x, correction) -> (mean, var), (C,) each
-
-    def matmul_acc(self, acc: np.ndarray | None, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        p = self.matmul(x, y)
-        if acc is None:
-            return p
-        acc += p  # the caller's temporary: summed in place
-        return acc
-
-    def matmul_rows(
-        self, out: np.ndarray | None, rows: int, lo: int, x: np.ndarray, y: np.ndarray
-    ) -> np.ndarray:
-        p = self.matmul(x, y)
-        if out is None:
-            out = np.empty((rows, p.shape[1]), dtype=p.dtype)
-        out[lo : lo + p.shape[0]] = p
-        return out
-
     # (q, k, v, bias, keep, scale, is_causal); a 0-d bias / keep means none
     attention = staticmethod(_attn.attention)
     attention_weights = staticmethod(_attn.attention_weights)  # (q, k, bias, scale, is_causal)

@@ -626,23 +626,6 @@ class TorchBackend(Backend):
     # one split_sizes call makes the views of several pieces faster than indexing each one
     split_views = split_sizes
 
-    def matmul_acc(self, acc: Tensor | None, x: Tensor, y: Tensor) -> Tensor:
-        if acc is None:
-            return x @ y
-        if acc.dtype == x.dtype == y.dtype:
-            return acc.addmm_(x, y)  # the caller's temporary: one GEMM adds into it
-        return acc.add_(x @ y)
-
-    def matmul_rows(self, out: Tensor | None, rows: int, lo: int, x: Tensor, y: Tensor) -> Tensor:
-        if out is None:
-            dtype = torch.result_type(x, y)
-            out = torch.empty((rows, y.shape[1]), dtype=dtype, device=x.device)
-        if x.dtype == y.dtype == out.dtype:
-            torch.matmul(x, y, out=out[lo : lo + x.shape[0]])  # rows of a contiguous buffer
-        else:
-            out[lo : lo + x.shape[0]] = x @ y
-        return out
-
     def clip_norm_many(
         self, grads: list[Tensor], max_norm: float, eps: float
     ) -> tuple[list[Tensor], Tensor]:
