@@ -313,19 +313,17 @@ def ledger_of(n: Node) -> Ledger | None:
     return led
 
 
-def _chain_cost(n: BudgetNode) -> float:
-    """``n``'s recompute cost plus that of the dropped ancestors its recompute would need."""
-    return n.cost + _ancestors_cost(n, _CHAIN_LOOKUP)
-
-
 def _group_cost(group: list[BudgetNode], n: BudgetNode) -> float:
     """Recompute cost per byte freed of dropping ``group`` (``n`` and the views of its buffer):
-    each member's own cost, and the dropped ancestors' once (views of one buffer share them)."""
-    nbytes = n.buf[1]  # type: ignore[index]
-    if len(group) == 1:
-        return _chain_cost(n) / max(nbytes, 1)
-    own = sum(m.cost for m in group)
-    return (own + max(_ancestors_cost(m, _CHAIN_LOOKUP) for m in group)) / max(nbytes, 1)
+    each member's own cost, plus the dropped ancestors' that its recompute needs, once (views
+    of one buffer share them: the most any member needs)."""
+    own = ancestors = 0.0
+    for m in group:
+        own += m.cost
+        a = _ancestors_cost(m, _CHAIN_LOOKUP)
+        if a > ancestors:
+            ancestors = a
+    return (own + ancestors) / max(n.buf[1], 1)  # type: ignore[index]
 
 
 def _ancestors_cost(n: Node, depth: int) -> float:
