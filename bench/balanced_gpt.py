@@ -45,6 +45,7 @@ from ember.autodiff import engine
 from ember.autodiff import node as node_mod
 from ember.autodiff.gradients import Gradients
 from ember.checkpoint import recompute
+from ember.checkpoint.spelling import parse_strategy
 from ember.ops.registry import OPS
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -163,13 +164,7 @@ def _is_tensor(o: Any) -> bool:
 def build(kind: str, strategy: str, dropout: float) -> tuple[Any, Any, Callable[..., Any]]:
     """(model, optimizer, loss function) at the CPU dims."""
     dev = parse_device("torch:cpu")
-    ad = dev.autodiff()
-    if strategy == "balanced":
-        ad = ad.gradient_checkpointing()
-    elif strategy.startswith("budget:"):
-        ad = ad.gradient_checkpointing(budget=float(strategy.split(":", 1)[1]))
-    elif strategy != "disabled":
-        raise SystemExit(f"--strategy: expected balanced, disabled or budget:F, got {strategy!r}")
+    ad = dev.autodiff().gradient_checkpointing(budget=parse_strategy(strategy))
     em.seed(0)
     if kind in ("bench", "bench-fused"):
         cfg = replace(

@@ -379,6 +379,15 @@ def run_torch(
     return out
 
 
+def _over_eager(rounds: list[dict[str, Any]], key: str) -> list[float]:
+    """Per round, ``key``'s median step time over PyTorch eager's (rounds where both ran)."""
+    return [
+        p[key]["ms_median"] / p["torch_eager"]["ms_median"]
+        for p in rounds
+        if "ms_median" in p.get(key, {}) and "ms_median" in p["torch_eager"]
+    ]
+
+
 def _summary(ms: list[float], cfg: Config) -> dict[str, Any]:
     med = statistics.median(ms)
     return {
@@ -574,29 +583,15 @@ def main(argv: list[str] | None = None) -> int:
                 r["rounds"] = rounds
             if not args.no_compile:
                 r["torch_compile"] = _guard(name, lambda c=cfg: run_torch(c, tdev, w, n, True))
-            ratios = [
-                p["ember"]["ms_median"] / p["torch_eager"]["ms_median"]
-                for p in rounds
-                if "ms_median" in p["ember"] and "ms_median" in p["torch_eager"]
-            ]
-            if ratios:
-                r["ember_over_eager"] = round(statistics.median(ratios), 3)
-                r["ember_over_eager_per_round"] = [round(x, 3) for x in ratios]
-            cap = [
-                p["ember_captured"]["ms_median"] / p["torch_eager"]["ms_median"]
-                for p in rounds
-                if "ms_median" in p.get("ember_captured", {}) and "ms_median" in p["torch_eager"]
-            ]
-            if cap:
-                r["captured_over_eager"] = round(statistics.median(cap), 3)
-                r["captured_over_eager_per_round"] = [round(x, 3) for x in cap]
-            hand = [
-                p["torch_graph"]["ms_median"] / p["torch_eager"]["ms_median"]
-                for p in rounds
-                if "ms_median" in p.get("torch_graph", {}) and "ms_median" in p["torch_eager"]
-            ]
-            if hand:
-                r["torch_graph_over_eager"] = round(statistics.median(hand), 3)
+            for key, out_key in (
+                ("ember", "ember_over_eager"),
+                ("ember_captured", "captured_over_eager"),
+                ("torch_graph", "torch_graph_over_eager"),
+            ):
+                ratios = _over_eager(rounds, key)
+                if ratios:
+                    r[out_key] = round(statistics.median(ratios), 3)
+                    r[out_key + "_per_round"] = [round(x, 3) for x in ratios]
         else:
             for key, s in (("disabled", Strategy.Disabled), ("balanced", Strategy.Balanced)):
                 r[key] = _guard(name, lambda c=cfg, s=s: run_ember(c, dev, w, n, s))

@@ -32,6 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import ember as em
 from ember._core.device import parse_device
+from ember.checkpoint.spelling import parse_strategy
 
 sys.path.insert(0, str(Path(__file__).parent))
 import capture_gpt as C
@@ -39,16 +40,10 @@ import gpu_gpt as G
 
 
 def _ember_runner(cfg: G.Config, dev: em.Device, setting: str = "disabled") -> Callable[[], Any]:
-    """``setting``: ``disabled``, ``balanced`` or ``budget:F``, with ``+fused`` for the fused
-    linear + cross-entropy head."""
+    """``setting``: a strategy as ``ember train --checkpointing`` spells it (``disabled``,
+    ``balanced``, ``budget:0.3``), with ``+fused`` for the fused linear + cross-entropy head."""
     strategy, _, head = setting.partition("+")
-    ad = dev.autodiff()
-    if strategy == "balanced":
-        ad = ad.gradient_checkpointing()
-    elif strategy.startswith("budget:"):
-        ad = ad.gradient_checkpointing(budget=float(strategy.split(":", 1)[1]))
-    elif strategy != "disabled":
-        raise SystemExit(f"--strategies: expected disabled, balanced or budget:F, got {setting!r}")
+    ad = dev.autodiff().gradient_checkpointing(budget=parse_strategy(strategy))
     model = G.EmberGPT(cfg, ad)
     optim = em.optim.AdamW(weight_decay=0.01)
     idx_t, tgt_t = G._batch(cfg, dev.b.device)
