@@ -204,3 +204,29 @@ def test_fp16_training_with_loss_scaling() -> None:
     assert losses[-1] < losses[0]
     for p in model.parameters():
         assert p.val().dtype is em.float32  # parameters stay float32
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_bias_gradient_needs_no_staging_buffer(dtype: Any) -> None:
+    """The leading-dims sum of a bias gradient: the float32 sum's value, and no buffer beyond
+    the (N,) result (CUDA's reduction staged one 4x the input)."""
+    from ember.backend.torch.backend import TorchBackend
+
+    b = TorchBackend("cuda")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn((16, 1024, 1024), device="cuda", generator=g).to(dtype)
+    b.sum_to_shape(x, (1024,))  # the first product on a stream allocates cuBLAS's workspace
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = b.sum_to_shape(x, (1024,))
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    assert extra < 2**20, f"{extra / 2**20:.1f} MiB allocated beyond the input"
+    assert out.shape == (1024,) and out.dtype == dtype
+    want = x.float().sum((0, 1))
+    # one rounding of the float32 total to the half type, plus split-K partial sums
+    tol = 2 * torch.finfo(dtype).eps * want.abs().max().item() + 0.05
+    torch.testing.assert_close(out.float(), want, rtol=0, atol=tol)
+    tail = b.sum_to_shape(x, (1024, 1024))  # more than one trailing dim, the same way
+    torch.testing.assert_close(tail.float(), x.float().sum(0), rtol=0, atol=tol)

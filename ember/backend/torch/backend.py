@@ -216,8 +216,17 @@ class TorchBackend(Backend):
         inner = None
         if 1 in shape:  # broadcast size-1 dims of the target, summed with keepdim
             inner = [i + lead for i, n in enumerate(shape) if n == 1 and src[i + lead] != 1]
-        if not inner:  # only leading dims (a bias gradient): one sum, no reshape
-            return torch.sum(x, list(range(lead))) if lead > 0 else x
+        if not inner:  # only leading dims (a bias gradient)
+            if lead == 0:
+                return x
+            if x.is_cuda and x.dtype in _HALF and x.is_contiguous():
+                # CUDA's sum over many rows stages a buffer 4x a bf16 input (128 MiB for
+                # (16384, 1024), held at the GPT-2 step's backward peak); a GEMV with a ones row
+                # needs none
+                k = math.prod(shape)
+                ones = torch.ones((1, x.numel() // k), dtype=x.dtype, device=x.device)
+                return torch.matmul(ones, x.reshape(-1, k)).reshape(shape)
+            return torch.sum(x, list(range(lead)))
         out = torch.sum(x, list(range(lead)) + inner, keepdim=True)
         if lead:
             out = out.reshape(shape)
