@@ -80,6 +80,10 @@ class Backend(RandomOps, ActivationOps, NnOps, LinalgOps, OptionalKernels):
 
     name: ClassVar[str]
     array_type: ClassVar[type]
+    # what ranks a memory budget's drops (ember/checkpoint/cost.py): flop-equivalents of one
+    # element read or written, and of running one op, on this backend's device
+    pass_cost: float = 8.0
+    op_cost: float = 0.0
 
     def __init__(self, where: str = "cpu") -> None:
         self.placement = where

@@ -211,7 +211,10 @@ class Ledger:
         group = self._group(n)
         if group is not None:
             self._seq += 1
-            heapq.heappush(self._heap, (_group_cost(group, n), self._seq, n.id))
+            # ranked by its own cost, a lower bound: the dropped ancestors its recompute needs
+            # can change before it is popped (a later reader holds one again), so ``enforce``
+            # adds them when it pops it, and ranks it again if they make it dearer
+            heapq.heappush(self._heap, (_group_cost(group, n, False), self._seq, n.id))
 
     def enforce(self) -> None:
         """Drop candidates, cheapest per byte first, until ``total`` is within the limit."""
@@ -313,14 +316,14 @@ def ledger_of(n: Node) -> Ledger | None:
     return led
 
 
-def _group_cost(group: list[BudgetNode], n: BudgetNode) -> float:
+def _group_cost(group: list[BudgetNode], n: BudgetNode, ancestors_too: bool = True) -> float:
     """Recompute cost per byte freed of dropping ``group`` (``n`` and the views of its buffer):
-    each member's own cost, plus the dropped ancestors' that its recompute needs, once (views
-    of one buffer share them: the most any member needs)."""
+    each member's own cost, plus (``ancestors_too``) the dropped ancestors' that its recompute
+    needs, once (views of one buffer share them: the most any member needs)."""
     own = ancestors = 0.0
     for m in group:
         own += m.cost
-        a = _ancestors_cost(m, _CHAIN_LOOKUP)
+        a = _ancestors_cost(m, _CHAIN_LOOKUP) if ancestors_too else 0.0
         if a > ancestors:
             ancestors = a
     return (own + ancestors) / max(n.buf[1], 1)  # type: ignore[index]
@@ -390,7 +393,7 @@ def record(
     n.ledger = ledger
     n.dropped = False
     n.buf = None
-    n.cost = recompute_cost(spec, shapes, tuple(out.shape), attrs)
+    n.cost = recompute_cost(spec, shapes, tuple(out.shape), attrs, b.pass_cost, b.op_cost)
     ledger.note(spec, shapes)
     if reads_inputs:
         for p, r in zip(parents, raws):

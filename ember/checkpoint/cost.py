@@ -1,11 +1,13 @@
 """Recompute cost estimates of recorded ops, read by the budget strategy and ``report``.
 
 The unit is a flop-equivalent: one multiply-add counts 2, one element read or written counts
-``PASS`` (a pass over memory costs about that many arithmetic operations on the devices ember
-targets). A row declares its arithmetic with ``OpSpec.flops(input_shapes, attrs)`` (matmul,
-linear, convolutions, attention, fused losses); without one, a memory-bound row costs one pass
-over its inputs and output, a compute-bound row ``COMPUTE_PASSES`` of them (reductions, pooling,
-sorts, gathers). Only the ratios matter: they rank what a budget drops first.
+the backend's ``pass_cost`` (``PASS`` on a CPU; on a GPU, whose arithmetic outruns its memory
+far more, about 50 times that), and running an op at all counts its ``op_cost`` (a GPU kernel's
+launch and ramp; 0 on a CPU). A row declares its arithmetic with ``OpSpec.flops(input_shapes,
+attrs)`` (matmul, linear, convolutions, attention, fused losses); without one, a memory-bound row
+costs one pass over its inputs and output, a compute-bound row ``COMPUTE_PASSES`` of them
+(reductions, pooling, sorts, gathers). Only the ratios matter: they rank what a budget drops
+first.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ def recompute_cost(
     shapes: tuple[tuple[int, ...], ...],
     out_shape: tuple[int, ...],
     attrs: dict[str, object],
+    pass_cost: float = PASS,
+    op_cost: float = 0.0,
 ) -> float:
     """Estimated cost of running ``spec``'s forward once on inputs of ``shapes``."""
-    moved = PASS * (sum(map(prod, shapes)) + prod(out_shape))
+    moved = pass_cost * (sum(map(prod, shapes)) + prod(out_shape))
     if spec.flops is not None:
-        return 2.0 * spec.flops(shapes, attrs) + moved
-    return moved if spec.memory_bound else COMPUTE_PASSES * moved
+        return 2.0 * spec.flops(shapes, attrs) + moved + op_cost
+    return (moved if spec.memory_bound else COMPUTE_PASSES * moved) + op_cost

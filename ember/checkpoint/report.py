@@ -225,7 +225,7 @@ def _cost(n: Node) -> float:
         return float(c)
     shapes = n.shapes
     out = max(shapes, key=_numel) if shapes else ()
-    return recompute_cost(n.spec, shapes, out, n.attrs)
+    return recompute_cost(n.spec, shapes, out, n.attrs, n.b.pass_cost, n.b.op_cost)
 
 
 def _numel(shape: tuple[int, ...]) -> int:

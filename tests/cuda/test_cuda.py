@@ -212,7 +212,7 @@ def test_a_half_bias_gradient_needs_no_staging_buffer(dtype: Any) -> None:
     the (N,) result (CUDA's reduction staged one 4x the input)."""
     from ember.backend.torch.backend import TorchBackend
 
-    b = TorchBackend("cuda")
+    b = TorchBackend("cuda:0")
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn((16, 1024, 1024), device="cuda", generator=g).to(dtype)
     b.sum_to_shape(x, (1024,))  # the first product on a stream allocates cuBLAS's workspace

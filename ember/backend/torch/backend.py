@@ -132,6 +132,12 @@ class TorchBackend(Backend):
         super().__init__(where)
         self.device = _placement(where)
         self.is_cuda = self.device.type == "cuda"
+        if self.is_cuda:
+            # an H200 runs ~650 bf16 TFLOP/s of GEMM against ~4 TB/s over memory: one element
+            # (2-4 bytes) read or written costs ~400 flop-equivalents, and a kernel's
+            # launch and ramp (~3 us) ~2e9 of them
+            self.pass_cost = 400.0
+            self.op_cost = 2e9
         self.rng = torch.Generator(device=self.device)
         self.rng.seed()
 

@@ -449,3 +449,34 @@ def _nodes(t: em.Tensor) -> list[Any]:
         out.append(n)
         stack.extend(n.parents)
     return out
+
+
+def _product_and_tanh(dev: em.Device) -> tuple[em.Tensor, list[em.Tensor]]:
+    """h = a @ b (K = 64) and t = tanh(h), both held (a product reads both): two values of one
+    size, one costly in arithmetic, the other in memory passes."""
+    rng = np.random.default_rng(3)
+    a = em.Tensor.from_data(rng.standard_normal((256, 64)).astype(np.float32), device=dev)
+    b = _param(dev, rng, 64, 256)
+    h = a @ b
+    return (h * h.tanh()).sum(), [b]
+
+
+@pytest.mark.parametrize(("pass_cost", "dropped"), [(8.0, "tanh"), (400.0, "matmul")])
+def test_the_backends_cost_profile_ranks_the_drops(
+    device: em.Device, monkeypatch: pytest.MonkeyPatch, pass_cost: float, dropped: str
+) -> None:
+    """Where a pass over memory costs little against arithmetic (a CPU), the budget drops the
+    tanh and keeps the product; where it costs ~50 times more (a GPU's profile), it recomputes
+    the K = 64 product instead. Gradients stay Disabled's either way. (The tanh's rank must not
+    include the product's cost: the product is held again, by the multiply, before the drop.)"""
+    monkeypatch.setattr(device.b, "pass_cost", pass_cost)  # type: ignore[attr-defined]
+    monkeypatch.setattr(device.b, "op_cost", 0.0)  # type: ignore[attr-defined]
+    ref, (_, full) = _run(device, Strategy.Disabled, _product_and_tanh)
+    got, (grads, report) = _run(
+        device, Strategy.budget(bytes=full.total_bytes - 1), _product_and_tanh
+    )
+    _same(ref, got, f"pass cost {pass_cost}")
+    assert report.ops[dropped].dropped == 1, report
+    kept = "matmul" if dropped == "tanh" else "tanh"
+    assert report.ops[kept].dropped == 0, report
+    assert sum(grads.recomputed.values()) == 1
