@@ -424,9 +424,15 @@ def test_views_of_one_buffer_are_dropped_together(device: em.Device) -> None:
     assert sum(grads.recomputed.values()) >= 3
 
 
-def test_a_group_of_views_counts_their_product_once(device: em.Device) -> None:
+def test_a_group_of_views_counts_their_product_once(
+    device: em.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Dropping q, k and v of one product recomputes that product once, so the group's cost
-    holds it once, not once per view (which made such groups look three times dearer)."""
+    holds it once, not once per view (which made such groups look three times dearer). A CPU's
+    cost profile on every backend: at these sizes a GPU's per-kernel cost makes the views'
+    layout ops cost as much as the product."""
+    monkeypatch.setattr(device.b, "pass_cost", 8.0)  # type: ignore[attr-defined]
+    monkeypatch.setattr(device.b, "op_cost", 0.0)  # type: ignore[attr-defined]
     dev = device.autodiff().gradient_checkpointing(bytes=1 << 40)  # nothing dropped
     loss, _ = _views(dev)
     ledger = budget_module.ledger_of(loss._node)  # type: ignore[attr-defined]
