@@ -230,3 +230,19 @@ def test_a_half_bias_gradient_needs_no_staging_buffer(dtype: Any) -> None:
     torch.testing.assert_close(out.float(), want, rtol=0, atol=tol)
     tail = b.sum_to_shape(x, (1024, 1024))  # more than one trailing dim, the same way
     torch.testing.assert_close(tail.float(), x.float().sum(0), rtol=0, atol=tol)
+
+
+def test_the_embedding_gradient_is_reproducible() -> None:
+    """Repeated rows sum in one order on every call (index_add_'s atomics did not: 1-ulp
+    differences run to run), and match a float64 sum."""
+    from ember.backend.torch.kernels.embedding import embedding_backward
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    idx = torch.randint(0, 17, (4, 48), device="cuda", generator=g)  # many repeats per row
+    grad = torch.randn((4, 48, 32), device="cuda", generator=g)
+    ref = embedding_backward(grad, idx, 17)
+    for _ in range(10):
+        assert torch.equal(embedding_backward(grad, idx, 17), ref)
+    want = torch.zeros((17, 32), dtype=torch.float64, device="cuda")
+    want.index_add_(0, idx.reshape(-1), grad.reshape(-1, 32).double())
+    torch.testing.assert_close(ref.double(), want, rtol=1e-5, atol=1e-5)
