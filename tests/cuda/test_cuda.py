@@ -246,3 +246,21 @@ def test_the_embedding_gradient_is_reproducible() -> None:
     want = torch.zeros((17, 32), dtype=torch.float64, device="cuda")
     want.index_add_(0, idx.reshape(-1), grad.reshape(-1, 32).double())
     torch.testing.assert_close(ref.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_an_index_select_gradient_is_reproducible(dim: int) -> None:
+    """select_add (index_select's gradient) sums repeated indices in one order on every call."""
+    from ember.backend.torch.backend import TorchBackend
+
+    b = TorchBackend("cuda:0")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.zeros((17, 33) if dim == 0 else (33, 17), device="cuda")
+    idx = torch.randint(0, 17, (200,), device="cuda", generator=g)
+    v = torch.randn((200, 33) if dim == 0 else (33, 200), device="cuda", generator=g)
+    ref = b.select_add(x, idx, v, dim)
+    for _ in range(10):
+        assert torch.equal(b.select_add(x, idx, v, dim), ref)
+    want = torch.zeros(x.shape, dtype=torch.float64, device="cuda")
+    want.index_add_(dim, idx, v.double())
+    torch.testing.assert_close(ref.double(), want, rtol=1e-5, atol=1e-5)
