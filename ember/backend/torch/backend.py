@@ -492,13 +492,13 @@ class TorchBackend(Backend):
     def select_add(self, x: Tensor, indices: Tensor, values: Tensor, dim: int) -> Tensor:
         """A copy of ``x`` with ``values`` added at ``indices`` along ``dim`` (repeats sum).
 
-        On CUDA ``ordered_index_add`` (``index_add_`` sums repeats there with atomics, in a
+        On CUDA ``ordered_index_add_`` (``index_add_`` sums repeats there with atomics, in a
         different order on each call); the CPU's ``index_add_`` is serial, and 3.6x faster along
         a later dim."""
         flat = indices.reshape(-1)
         values = values.reshape((*x.shape[:dim], flat.numel(), *x.shape[dim + 1 :]))
         if x.is_cuda:
-            return _emb.ordered_index_add(x, dim, flat, values)
+            return _emb.ordered_index_add_(x.clone(), dim, flat, values)
         return x.clone().index_add_(dim, flat, values)
 
     def gather(self, x: Tensor, indices: Tensor, dim: int) -> Tensor:

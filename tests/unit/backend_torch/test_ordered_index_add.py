@@ -1,4 +1,4 @@
-"""``ordered_index_add``, what the CUDA embedding and index_select gradients accumulate with:
+"""``ordered_index_add_``, what the CUDA embedding and index_select gradients accumulate with:
 ``index_add_``'s sums, repeated indices included, along any dim (run here on the CPU; the CUDA
 tests check that its sums repeat bit for bit)."""
 
@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_it_sums_as_index_add_does(dim: int) -> None:
-    from ember.backend.torch.kernels.embedding import ordered_index_add
+    from ember.backend.torch.kernels.embedding import ordered_index_add_
 
     g = torch.Generator().manual_seed(dim)
     x = torch.randn((4, 5, 6), generator=g, dtype=torch.float64)
@@ -19,7 +19,7 @@ def test_it_sums_as_index_add_does(dim: int) -> None:
     shape = list(x.shape)
     shape[dim] = 9
     values = torch.randn(shape, generator=g, dtype=torch.float64)
-    before = x.clone()
-    got = ordered_index_add(x, dim, index, values)
-    torch.testing.assert_close(got, x.clone().index_add_(dim, index, values), rtol=1e-12, atol=0)
-    assert torch.equal(x, before)  # a copy: x is untouched
+    want = x.clone().index_add_(dim, index, values)
+    got = ordered_index_add_(x, dim, index, values)
+    assert got is x  # in place
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
