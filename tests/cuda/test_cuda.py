@@ -264,3 +264,20 @@ def test_an_index_select_gradient_is_reproducible(dim: int) -> None:
     want = torch.zeros(x.shape, dtype=torch.float64, device="cuda")
     want.index_add_(dim, idx, v.double())
     torch.testing.assert_close(ref.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_gather_gradient_is_reproducible() -> None:
+    """scatter_add (gather's gradient) sums repeated targets in one order on every call."""
+    from ember.backend.torch.backend import TorchBackend
+
+    b = TorchBackend("cuda:0")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.zeros((6, 17), device="cuda")
+    idx = torch.randint(0, 17, (6, 300), device="cuda", generator=g)
+    v = torch.randn((6, 300), device="cuda", generator=g)
+    ref = b.scatter_add(x, idx, v, 1)
+    for _ in range(10):
+        assert torch.equal(b.scatter_add(x, idx, v, 1), ref)
+    want = torch.zeros(x.shape, dtype=torch.float64, device="cuda")
+    want.scatter_add_(1, idx, v.double())
+    torch.testing.assert_close(ref.double(), want, rtol=1e-5, atol=1e-5)

@@ -41,6 +41,7 @@ from .kernels import int8_gemm as _int8
 from .kernels import int8_weight as _int8w
 from .kernels import linear_ce as _lce
 from .kernels import norm as _norm
+from .kernels import ordered as _ordered
 from .kernels import pooling as _pooling
 from .kernels import softmax as _softmax
 
@@ -492,20 +493,22 @@ class TorchBackend(Backend):
     def select_add(self, x: Tensor, indices: Tensor, values: Tensor, dim: int) -> Tensor:
         """A copy of ``x`` with ``values`` added at ``indices`` along ``dim`` (repeats sum).
 
-        On CUDA ``ordered_index_add_`` (``index_add_`` sums repeats there with atomics, in a
-        different order on each call); the CPU's ``index_add_`` is serial, and 3.6x faster along
-        a later dim."""
+        On CUDA in one order on every call (``kernels/ordered.py``); the CPU's ``index_add_`` is
+        serial, and 3.6x faster along a later dim."""
         flat = indices.reshape(-1)
         values = values.reshape((*x.shape[:dim], flat.numel(), *x.shape[dim + 1 :]))
         if x.is_cuda:
-            return _emb.ordered_index_add_(x.clone(), dim, flat, values)
+            return _ordered.ordered_index_add_(x.clone(), dim, flat, values)
         return x.clone().index_add_(dim, flat, values)
 
     def gather(self, x: Tensor, indices: Tensor, dim: int) -> Tensor:
         return torch.gather(x, dim, indices)
 
     def scatter_add(self, x: Tensor, indices: Tensor, values: Tensor, dim: int) -> Tensor:
-        """A copy of ``x`` with ``values[i]`` added at ``indices[i]`` along ``dim``."""
+        """A copy of ``x`` with ``values[i]`` added at ``indices[i]`` along ``dim`` (on CUDA in
+        one order on every call: ``kernels/ordered.py``)."""
+        if x.is_cuda:
+            return _ordered.ordered_scatter_add_(x.clone(), dim, indices, values)
         return x.clone().scatter_add_(dim, indices, values)
 
     def slice_assign(self, x: Tensor, values: Tensor, key: Any) -> Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .ordered import ordered_index_add_
 from .stats import Tensor, aten
 
 
@@ -23,13 +24,3 @@ def embedding_backward(grad: Tensor, indices: Tensor, num_embeddings: int) -> Te
         out = torch.zeros((num_embeddings, d), dtype=grad.dtype, device=grad.device)
         return ordered_index_add_(out, 0, indices.reshape(-1), grad.reshape(-1, d))
     return aten.embedding_dense_backward(grad, indices, num_embeddings, -1, False)
-
-
-def ordered_index_add_(x: Tensor, dim: int, index: Tensor, values: Tensor) -> Tensor:
-    """``x.index_add_(dim, index, values)`` (in place) with repeated indices summed in one order
-    on every call. On CUDA ``index_add_``'s atomics sum them in a different order each time (1-ulp
-    differences run to run, hence across checkpointing strategies); an accumulating
-    ``index_put`` sorts the indices on the device and sums each row in order (PyTorch's own
-    deterministic ``index_add_``)."""
-    key: list[Tensor | None] = [None] * dim + [index]  # None: every index of a leading dim
-    return torch.ops.aten.index_put_(x, key, values, True)
