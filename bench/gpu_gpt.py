@@ -25,6 +25,8 @@ Usage:
     python bench/gpu_gpt.py [--only small,gpt2,memory] [--steps 20] [--rounds 3] [--json out.json]
     python bench/gpu_gpt.py --tiny --device torch:cpu     # a seconds-long smoke run on a CPU
     python bench/gpu_gpt.py --only checkpointing --plot bench/figures/checkpointing_gpt2.png
+    python bench/gpu_gpt.py --only checkpointing --captured --rounds 3 \
+        --settings balanced+fused_ce+captured,budget_0.3+fused_ce+captured   # medians of rounds
 """
 
 from __future__ import annotations
@@ -407,6 +409,8 @@ def run_checkpointing(
     compile_budgets: list[float],
     plot: str | None,
     captured: bool = False,
+    only: set[str] | None = None,
+    rounds: int = 1,
 ) -> dict[str, Any]:
     """The memory / time trade-off of every checkpointing setting, in one run.
 
@@ -417,9 +421,11 @@ def run_checkpointing(
     the parameters, optimizer state and gradients: its ``step_peak_ratio`` is the one to read.
     ``captured``: every ember setting again through ``em.capture`` (``+captured``): the same
     kernels without the host's per-op Python, which recomputation under a budget multiplies.
+    ``only``: run just these settings (their names as in the result; ``disabled``, the
+    reference, always runs); ``rounds``: run them that many times in turn, ``time_ratio`` then
+    the median of each round's ratio to that round's ``disabled`` (``time_ratio_per_round``).
     """
     tdev = dev.b.device
-    out: dict[str, Any] = {}
     settings: list[tuple[str, Any, bool]] = []
     for fused in (False, True):
         tag = "+fused_ce" if fused else ""
@@ -427,28 +433,54 @@ def run_checkpointing(
         settings.append(("balanced" + tag, Strategy.Balanced, fused))
         for f in fractions:
             settings.append((f"budget_{f:g}" + tag, Strategy.budget(fraction=f), fused))
-    for key, s, fused in settings:
-        for cap in (False, True) if captured else (False,):
-            name = key + ("+captured" if cap else "")
-            out[name] = _guard(
-                name,
-                lambda s=s, fused=fused, cap=cap: run_ember(cfg, dev, warmup, steps, s, fused, cap),
+
+    def wanted(name: str) -> bool:
+        return only is None or name == "disabled" or name in only
+
+    each: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        out: dict[str, Any] = {}
+        for key, s, fused in settings:
+            for cap in (False, True) if captured else (False,):
+                name = key + ("+captured" if cap else "")
+                if not wanted(name):
+                    continue
+                out[name] = _guard(
+                    name,
+                    lambda s=s, fused=fused, cap=cap: run_ember(
+                        cfg, dev, warmup, steps, s, fused, cap
+                    ),
+                )
+                gc.collect()
+        if wanted("torch_eager"):
+            out["torch_eager"] = _guard("eager", lambda: run_torch(cfg, tdev, warmup, steps, False))
+        if wanted("torch_checkpoint_per_block"):
+            out["torch_checkpoint_per_block"] = _guard(
+                "utils.checkpoint",
+                lambda: run_torch(cfg, tdev, warmup, steps, False, checkpoint=True),
             )
-            gc.collect()
-    out["torch_eager"] = _guard("eager", lambda: run_torch(cfg, tdev, warmup, steps, False))
-    out["torch_checkpoint_per_block"] = _guard(
-        "utils.checkpoint", lambda: run_torch(cfg, tdev, warmup, steps, False, checkpoint=True)
-    )
-    for b in compile_budgets:
-        out[f"torch_compile_budget_{b:g}"] = _guard(
-            f"compile {b}", lambda b=b: run_torch(cfg, tdev, warmup, steps, True, memory_budget=b)
-        )
+        for b in compile_budgets:
+            if wanted(f"torch_compile_budget_{b:g}"):
+                out[f"torch_compile_budget_{b:g}"] = _guard(
+                    f"compile {b}",
+                    lambda b=b: run_torch(cfg, tdev, warmup, steps, True, memory_budget=b),
+                )
+        each.append(out)
+    out = each[-1]
     ref = out.get("disabled", {})
-    for r in out.values():
-        if "ms_median" in r and "ms_median" in ref and ref.get("peak_bytes"):
-            r["time_ratio"] = round(r["ms_median"] / ref["ms_median"], 3)
-            r["peak_ratio"] = round(r["peak_bytes"] / ref["peak_bytes"], 3)
-            r["step_peak_ratio"] = round(r["step_peak_bytes"] / ref["step_peak_bytes"], 3)
+    for name, r in out.items():
+        if "ms_median" in r and "ms_median" in ref:
+            ratios = [
+                o[name]["ms_median"] / o["disabled"]["ms_median"]
+                for o in each
+                if "ms_median" in o.get(name, {}) and "ms_median" in o.get("disabled", {})
+            ]
+            r["time_ratio"] = round(statistics.median(ratios), 3)
+            if rounds > 1:
+                r["time_ratio_per_round"] = [round(x, 3) for x in ratios]
+            if ref.get("peak_bytes"):  # CUDA's allocator counters; 0 on a CPU
+                r["peak_ratio"] = round(r["peak_bytes"] / ref["peak_bytes"], 3)
+                r["step_peak_ratio"] = round(r["step_peak_bytes"] / ref["step_peak_bytes"], 3)
     if plot:
         _plot(out, plot)
     return out
@@ -516,7 +548,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--rounds", type=int, default=1, help="alternating ember/eager rounds")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="alternating ember/eager rounds (and checkpointing)"
+    )
+    p.add_argument(
+        "--settings",
+        default="",
+        help="checkpointing: only these settings, comma-separated, named as in the output "
+        "(balanced+fused_ce, budget_0.3+fused_ce+captured, torch_eager, ...; disabled always)",
+    )
     p.add_argument("--tiny", action="store_true", help="tiny sizes, for a smoke run")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--captured", action="store_true", help="also the step through em.capture")
@@ -558,7 +598,18 @@ def main(argv: list[str] | None = None) -> int:
                 [] if args.no_compile else [float(b) for b in args.compile_budgets.split(",") if b]
             )
             r.update(
-                run_checkpointing(cfg, dev, w, n, fractions, budgets, args.plot, args.captured)
+                run_checkpointing(
+                    cfg,
+                    dev,
+                    w,
+                    n,
+                    fractions,
+                    budgets,
+                    args.plot,
+                    args.captured,
+                    set(filter(None, args.settings.split(","))) or None,
+                    args.rounds,
+                )
             )
         elif name in ("small", "gpt2"):
             # ember and eager alternate, ``--rounds`` times: drift of the machine hits both
