@@ -230,6 +230,8 @@ def test_a_half_bias_gradient_needs_no_staging_buffer(dtype: Any) -> None:
     torch.testing.assert_close(out.float(), want, rtol=0, atol=tol)
     tail = b.sum_to_shape(x, (1024, 1024))  # more than one trailing dim, the same way
     torch.testing.assert_close(tail.float(), x.float().sum(0), rtol=0, atol=tol)
+    empty = torch.zeros((4, 3, 0), dtype=dtype, device="cuda")
+    assert b.sum_to_shape(empty, (0,)).shape == (0,)  # no product of a zero-size bias
 
 
 def test_the_embedding_gradient_is_reproducible() -> None:

@@ -226,7 +226,7 @@ class TorchBackend(Backend):
         if not inner:  # only leading dims (a bias gradient)
             if lead == 0:
                 return x
-            if x.is_cuda and x.dtype in _HALF and x.is_contiguous():
+            if x.is_cuda and x.dtype in _HALF and x.is_contiguous() and x.numel():
                 # CUDA's sum over many rows stages a buffer 4x a bf16 input (128 MiB for
                 # (16384, 1024), held at the GPT-2 step's backward peak); a GEMV with a ones row
                 # needs none
