@@ -191,7 +191,7 @@ class Ledger:
         if e is None:
             return None
         holders: set[int] = e[1]
-        if holders == {n.id}:
+        if len(holders) == 1 and n.id in holders:
             return [n]
         group = []
         for h in holders:
@@ -393,7 +393,7 @@ def record(
     n.ledger = ledger
     n.dropped = False
     n.buf = None
-    n.cost = recompute_cost(spec, shapes, tuple(out.shape), attrs, b.pass_cost, b.op_cost)
+    n.cost = recompute_cost(spec, shapes, tuple(out.shape), attrs, b)
     ledger.note(spec, shapes)
     if reads_inputs:
         for p, r in zip(parents, raws):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from math import prod
 from typing import TYPE_CHECKING, Any
 
 from .cost import recompute_cost
@@ -224,15 +225,8 @@ def _cost(n: Node) -> float:
     if c is not None:
         return float(c)
     shapes = n.shapes
-    out = max(shapes, key=_numel) if shapes else ()
-    return recompute_cost(n.spec, shapes, out, n.attrs, n.b.pass_cost, n.b.op_cost)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    k = 1
-    for d in shape:
-        k *= d
-    return k
+    out = max(shapes, key=prod) if shapes else ()
+    return recompute_cost(n.spec, shapes, out, n.attrs, n.b)
 
 
 from .budget import ledger_of  # noqa: E402  (budget.py reads _buffer and _fmt from here)
