@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ort_conv
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _Geometry
@@ -80,6 +81,10 @@ def conv2d(
     dilation: Pair,
     groups: int,
 ) -> np.ndarray:
+    if groups == 1:
+        y_ort = ort_conv.conv2d(x, weight, bias, stride, padding, dilation)
+        if y_ort is not None:
+            return y_ort
     kernel = (weight.shape[2], weight.shape[3])
     geo = _Geometry(x.shape, kernel, stride, padding, dilation)
     rows = _weight_rows(weight, groups)
@@ -148,6 +153,37 @@ def conv2d_backward(
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
     kernel = (weight.shape[2], weight.shape[3])
+    if groups == 1 and (need_input or need_weight):
+        gx = gw = None
+        if need_input:
+            gx = ort_conv.input_grad(grad, weight, None, x.shape, stride, padding, dilation)
+        if need_weight:
+            gw = ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
+        if gx is not None or gw is not None:
+            # ember's part alone, after ORT's: both at once would share the cores three ways
+            if need_input and gx is None:
+                gx = _conv2d_backward(grad, x, weight, stride, padding, dilation, 1, True, False)[0]
+            if need_weight and gw is None:
+                gw = _conv2d_backward(grad, x, weight, stride, padding, dilation, 1, False, True)[1]
+            return gx, gw, grad.sum(axis=(0, 2, 3))
+    return _conv2d_backward(
+        grad, x, weight, stride, padding, dilation, groups, need_input, need_weight
+    )
+
+
+def _conv2d_backward(
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    need_input: bool,
+    need_weight: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """ember's kernels of ``conv2d_backward``."""
+    kernel = (weight.shape[2], weight.shape[3])
     geo = _Geometry(x.shape, kernel, stride, padding, dilation)
     work = x.shape[0] * geo.columns * weight[0].size * weight.shape[0]
     by_conv = None
@@ -156,7 +192,7 @@ def conv2d_backward(
     if by_conv is not None:
         if not need_weight:
             return by_conv, None, grad.sum(axis=(0, 2, 3))
-        _, gw, gb = conv2d_backward(
+        _, gw, gb = _conv2d_backward(
             grad, x, weight, stride, padding, dilation, groups, False, need_weight
         )
         return by_conv, gw, gb
@@ -255,6 +291,10 @@ def conv_transpose2d(
     )
     # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
     # this op is that conv's input gradient
+    if groups == 1:
+        y_ort = ort_conv.input_grad(x, weight, bias, out_shape, stride, padding, dilation)
+        if y_ort is not None:
+            return y_ort
     geo = _Geometry(out_shape, (kh, kw), stride, padding, dilation)
     t_rows = _weight_rows(weight, groups).transpose(0, 2, 1)
     zero_junk = not _all_finite(weight)
@@ -287,9 +327,45 @@ def conv_transpose2d_backward(
     need_input: bool,
     need_weight: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """Gradients of ``conv_transpose2d``: x's is a conv2d of grad with the same weight, the
+    weight's that conv's weight gradient with input grad and output gradient x."""
     kernel = (weight.shape[2], weight.shape[3])
-    geo = _Geometry(grad.shape, kernel, stride, padding, dilation)
     gx = gw = None
+    if groups == 1 and (need_input or need_weight):
+        if need_input:
+            gx = ort_conv.conv2d(grad, weight, None, stride, padding, dilation)
+            if gx is not None and gx.shape != x.shape:  # output padding past the stride: the
+                gx = np.ascontiguousarray(gx[:, :, : x.shape[2], : x.shape[3]])  # rows no x has
+        if need_weight:
+            gw = ort_conv.weight_grad(x, grad, kernel, stride, padding, dilation)
+        if gx is not None or gw is not None:  # ember's part after ORT's, as in conv2d_backward
+            more_x, more_w = need_input and gx is None, need_weight and gw is None
+            if more_x or more_w:
+                rest = _conv_transpose2d_backward(
+                    grad, x, weight, stride, padding, 1, dilation, more_x, more_w
+                )
+                gx, gw = (rest[0] if gx is None else gx), (rest[1] if gw is None else gw)
+            return gx, gw, grad.sum(axis=(0, 2, 3))
+    return _conv_transpose2d_backward(
+        grad, x, weight, stride, padding, groups, dilation, need_input, need_weight
+    )
+
+
+def _conv_transpose2d_backward(
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    stride: Pair,
+    padding: Pair,
+    groups: int,
+    dilation: Pair,
+    need_input: bool,
+    need_weight: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """ember's kernels of ``conv_transpose2d_backward``."""
+    kernel = (weight.shape[2], weight.shape[3])
+    gx = gw = None
+    geo = _Geometry(grad.shape, kernel, stride, padding, dilation)
     work = grad.shape[0] * geo.columns * weight.size
     if (need_input or need_weight) and chunked(grad.shape[0], work):
         ch = Chunks(grad.shape, kernel, stride, padding, dilation, grad.dtype.itemsize)

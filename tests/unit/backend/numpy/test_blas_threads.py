@@ -65,6 +65,7 @@ def test_conv_backward_two_tasks_restore_blas(monkeypatch: pytest.MonkeyPatch) -
     from ember.backend.numpy.kernels import conv
 
     monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    monkeypatch.setenv("EMBER_CONV", "numpy")  # ember's two-task path, not the ONNX Runtime one
     before = blas.threads()
     rng = np.random.default_rng(0)
     x = rng.normal(size=(8, 4, 16, 16)).astype(np.float32)

@@ -27,7 +27,9 @@ TOL = {np.float32: 2e-5, np.float64: 1e-12}
 
 @pytest.fixture(params=["whole", "one_image", "three_images"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kernels' path: whole-batch columns, or chunks of one or of three images."""
+    """The kernels' path: whole-batch columns, or chunks of one or of three images (ember's
+    own kernels: the ONNX Runtime route is off)."""
+    monkeypatch.setenv("EMBER_CONV", "numpy")
     if request.param == "whole":
         monkeypatch.setattr(conv, "chunked", lambda n, work: False)
     else:

@@ -40,6 +40,7 @@ def test_input_grad_by_conv_matches_torch(
     case: Any, dtype: type, threads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EMBER_NUM_THREADS", threads)
+    monkeypatch.setenv("EMBER_CONV", "numpy")  # ember's kernels, not the ONNX Runtime route
     _, _, pd, dl, gr = case
     x, w, g = _data(case, dtype)
     assert conv._input_grad_by_conv(g, w, (1, 1), pd, dl, gr) is not None  # the path is taken

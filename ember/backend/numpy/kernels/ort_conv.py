@@ -1,0 +1,358 @@
+"""ONNX Runtime (MLAS) forms of ``conv.py``'s float32 2-d convolutions (issue 20).
+
+Each function returns its result, or ``None`` where the route is off or the rule declines it;
+``conv.py`` then runs ember's own kernel. The rule is static (shapes, dtype, a finite weight):
+
+- a forward conv runs as MLAS's NCHWc conv (``com.microsoft.nchwc`` ReorderInput -> Conv ->
+  ReorderOutput, the weight reordered here on each call) when O % B == 0 and C < 8 or
+  C % B == 0, B the CPU's block size (16 with AVX-512, 8 with AVX2; detected numerically);
+- an input gradient at stride 1 as the conv of the output gradient with the flipped weight, at
+  larger strides as an ONNX ``ConvTranspose``; a transposed conv's forward likewise;
+- a weight gradient as the NCHWc conv over swapped batch / channel axes (x^T (C, N, H, W) with
+  kernel g^T (O, N, Ho, Wo)), only for output grids of at most 256 positions: MLAS loses to
+  ember's columns on larger ones (bench/ort_conv_probe.py).
+
+Nothing imports onnxruntime before the first float32 convolution; without it, or with
+``EMBER_CONV=numpy``, every call answers ``None``. Sessions are cached per form and shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from collections.abc import Callable
+from types import ModuleType
+from typing import Protocol
+
+import numpy as np
+
+from .im2col import Pair, _all_finite, _conv_out
+from .onnx_proto import Node, model
+from .threads import num_threads
+
+_NCHWC = "com.microsoft.nchwc"
+_OPSETS = {"": 17, _NCHWC: 1}
+_WGRAD_MAX_GRID = 256  # Ho*Wo: ORT's weight gradient wins at 16x16 and loses 1.5-2x at 32x32
+Shape = tuple[int, ...]
+Pads = tuple[int, int, int, int]  # ONNX order: top, left, bottom, right
+
+
+class _Session(Protocol):
+    def run(self, outputs: None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+_UNSET = ModuleType("unset")
+_runtime: ModuleType | None = _UNSET
+_block = 0  # MLAS's NCHWc block size; 0: the NCHWc forms are off
+
+
+def _on(*operands: np.ndarray | None, weight: np.ndarray | None = None) -> bool:
+    """Whether the route is on and takes these operands (None ones left out): all float32 and
+    non-empty, ``weight`` (when given) finite."""
+    if os.environ.get("EMBER_CONV") == "numpy":
+        return False
+    arrays = [a for a in (*operands, weight) if a is not None]
+    if any(a.dtype != np.float32 or a.size == 0 for a in arrays):
+        return False
+    global _runtime
+    if _runtime is _UNSET:
+        _runtime = _load()
+    return _runtime is not None and (weight is None or _all_finite(weight))
+
+
+def _load() -> ModuleType | None:
+    """onnxruntime, with the NCHWc block size found; None where it is missing or fails."""
+    global _block
+    _block = 0
+    try:
+        ort = importlib.import_module("onnxruntime")
+        _block = _detect_block(ort)
+    except Exception:  # an absent or broken install: ember's kernels
+        return None
+    return ort
+
+
+def _detect_block(ort: ModuleType) -> int:
+    """The B whose NCHWc filter order reproduces a plain ORT Conv, 0 when none does; a failing
+    plain Conv raises (the route is off)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 5, 5), dtype=np.float32)
+    w = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    want = _create(ort, _plain_conv(x.shape, w.shape, (1, 1), (1, 1, 1, 1), (1, 1), False), 1)
+    ref = want.run(None, {"x": x, "w": w})[0]
+    for block in (16, 8):
+        try:
+            graph = _nchwc_conv(x.shape, w.shape, (1, 1), (1, 1, 1, 1), (1, 1), False, block)
+            got = _create(ort, graph, 1).run(None, {"x": x, "w": _reorder(w, block)})[0]
+        except Exception:  # no NCHWc kernels in this build (ARM)
+            continue
+        if np.allclose(got, ref, rtol=1e-5, atol=1e-5):
+            return block
+    return 0
+
+
+def _create(ort: ModuleType, graph: bytes, threads: int) -> _Session:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # the graphs are already in their final form: BASIC builds a session in ~0.4 ms (ALL ~0.5)
+    # and runs them as fast
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # idle workers that spin take the cores from OpenBLAS and ember's pool (31-176% slower)
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.log_severity_level = 3
+    so.enable_cpu_mem_arena = False  # buffers held only during a run: many cached sessions
+    session: _Session = ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
+    return session
+
+
+@functools.lru_cache(maxsize=128)
+def _session(
+    build: Callable[..., bytes], args: tuple[object, ...], threads: int
+) -> _Session | None:
+    """The session of ``build(*args)``; None where this ORT build rejects it (ember's kernels
+    then run for those shapes)."""
+    if not isinstance(_runtime, ModuleType) or _runtime is _UNSET:
+        return None
+    try:
+        return _create(_runtime, build(*args), threads)
+    except Exception:
+        return None
+
+
+def _run(
+    build: Callable[..., bytes], args: tuple[object, ...], feeds: dict[str, np.ndarray]
+) -> np.ndarray | None:
+    session = _session(build, args, num_threads())
+    if session is None:
+        return None
+    try:
+        return session.run(None, {k: np.ascontiguousarray(v) for k, v in feeds.items()})[0]
+    except Exception:  # ORT logs why; ember's kernel gives the result
+        return None
+
+
+# ------------------------------------------------------------------------------ graphs
+def _fits(c: int, o: int) -> bool:
+    """The NCHWc conv's channel rule (ORT's NchwcTransformer) for C in, O out."""
+    return _block > 0 and o % _block == 0 and (c < 8 or c % _block == 0)
+
+
+def _reorder(w: np.ndarray, block: int) -> np.ndarray:
+    """(O, C, kh, kw) -> MLAS's NCHWc filter order (OIHWBiBo; OIHWBo below 8 input channels),
+    the shape kept."""
+    o, c, kh, kw = w.shape
+    if c >= 8:  # (O/B, Bo, C/B, Bi, kh, kw) -> (O/B, C/B, kh, kw, Bi, Bo)
+        r = w.reshape(o // block, block, c // block, block, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+    else:  # (O/B, Bo, C, kh, kw) -> (O/B, C, kh, kw, Bo)
+        r = w.reshape(o // block, block, c, kh, kw).transpose(0, 2, 3, 4, 1)
+    return np.ascontiguousarray(r).reshape(w.shape)
+
+
+def _geometry(kernel: Shape, stride: Pair, pads: Pads, dilation: Pair) -> dict[str, list[int]]:
+    return {
+        "kernel_shape": list(kernel),
+        "strides": list(stride),
+        "pads": list(pads),
+        "dilations": list(dilation),
+    }
+
+
+def _out_shape(xs: Shape, ws: Shape, stride: Pair, pads: Pads, dilation: Pair) -> Shape:
+    return (
+        xs[0],
+        ws[0],
+        _conv_out(xs[2] + pads[0] + pads[2], ws[2], stride[0], 0, dilation[0]),
+        _conv_out(xs[3] + pads[1] + pads[3], ws[3], stride[1], 0, dilation[1]),
+    )
+
+
+def _plain_conv(
+    xs: Shape, ws: Shape, stride: Pair, pads: Pads, dilation: Pair, has_bias: bool
+) -> bytes:
+    """y = Conv(x, w [, b]), NCHW."""
+    inputs = ["x", "w", "b"] if has_bias else ["x", "w"]
+    node = Node("Conv", inputs, ["y"], _geometry(ws[2:], stride, pads, dilation))
+    ys = _out_shape(xs, ws, stride, pads, dilation)
+    feeds = {"x": xs, "w": ws, **({"b": (ws[0],)} if has_bias else {})}
+    return model([node], feeds, {"y": ys}, opsets=_OPSETS)
+
+
+def _nchwc_conv(
+    xs: Shape,
+    ws: Shape,
+    stride: Pair,
+    pads: Pads,
+    dilation: Pair,
+    has_bias: bool,
+    block: int,
+    swap: Pair | None = None,
+) -> bytes:
+    """y = Conv(x, w [, b]) through the NCHWc layout, the weight "w" fed in ``_reorder``'s
+    order. ``swap`` (rows, cols): x is cut to that many rows and columns and read as x^T
+    (C, N, rows, cols), and y written back as y^T (the swapped-axes weight gradient)."""
+    nodes, src, inits = [], "x", {}
+    cs = xs
+    if swap is not None:
+        if swap != xs[2:]:
+            inits = {"starts": [0, 0], "ends": list(swap), "axes": [2, 3]}
+            nodes.append(Node("Slice", ["x", "starts", "ends", "axes"], ["xc"]))
+            src = "xc"
+        nodes.append(Node("Transpose", [src], ["xt"], {"perm": [1, 0, 2, 3]}))
+        src, cs = "xt", (xs[1], xs[0], *swap)
+    if cs[1] >= 8:
+        nodes.append(Node("ReorderInput", [src], ["xr"], domain=_NCHWC))
+        src = "xr"
+    inputs = [src, "w", "b"] if has_bias else [src, "w"]
+    attrs = _geometry(ws[2:], stride, pads, dilation)
+    nodes.append(Node("Conv", inputs, ["yr"], attrs, domain=_NCHWC))
+    ys = _out_shape(cs, ws, stride, pads, dilation)
+    out = "yo" if swap is not None else "y"
+    nodes.append(Node("ReorderOutput", ["yr"], [out], {"channels": ws[0]}, domain=_NCHWC))
+    if swap is not None:
+        nodes.append(Node("Transpose", ["yo"], ["y"], {"perm": [1, 0, 2, 3]}))
+        ys = (ys[1], ys[0], *ys[2:])
+    feeds = {"x": xs, "w": ws, **({"b": (ws[0],)} if has_bias else {})}
+    return model(nodes, feeds, {"y": ys}, initializers=inits, opsets=_OPSETS)
+
+
+def _conv_transpose(
+    xs: Shape,
+    ws: Shape,
+    ys: Shape,
+    stride: Pair,
+    padding: Pair,
+    output_padding: Pair,
+    dilation: Pair,
+    has_bias: bool,
+) -> bytes:
+    """y = ConvTranspose(x, w [, b]), w (C_in, C_out, kh, kw): the adjoint of Conv(y, w)."""
+    attrs = _geometry(ws[2:], stride, (*padding, *padding), dilation)
+    attrs["output_padding"] = list(output_padding)
+    inputs = ["x", "w", "b"] if has_bias else ["x", "w"]
+    feeds = {"x": xs, "w": ws, **({"b": (ws[1],)} if has_bias else {})}
+    node = Node("ConvTranspose", inputs, ["y"], attrs)
+    return model([node], feeds, {"y": ys}, opsets=_OPSETS)
+
+
+# ------------------------------------------------------------------------------ forms
+def _feeds(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The graph inputs; no bias input for None or zeros (a layer without bias passes zeros)."""
+    if bias is None or not bias.any():
+        return {"x": x, "w": weight}
+    return {"x": x, "w": weight, "b": bias}
+
+
+def _conv(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    stride: Pair,
+    pads: Pads,
+    dilation: Pair,
+    *,
+    plain: bool,
+) -> np.ndarray | None:
+    """Conv(x (N, C, H, W), weight (O, C, kh, kw)) [+ bias (O,)]: NCHWc where the channels fit,
+    else a plain ORT Conv when ``plain`` allows it."""
+    o, c = weight.shape[:2]
+    feeds = _feeds(x, weight, bias)
+    has_bias = "b" in feeds
+    if _fits(c, o):
+        feeds["w"] = _reorder(weight, _block)
+        args = (x.shape, weight.shape, stride, pads, dilation, has_bias, _block)
+        return _run(_nchwc_conv, args, feeds)
+    if plain:
+        return _run(_plain_conv, (x.shape, weight.shape, stride, pads, dilation, has_bias), feeds)
+    return None
+
+
+def conv2d(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+) -> np.ndarray | None:
+    """conv2d's forward (groups 1): x (N, C, H, W), weight (O, C, kh, kw), bias (O,) or None
+    -> (N, O, Ho, Wo), through the NCHWc conv; None where the channels do not fit it (also a
+    transposed conv's input gradient, whose weight is (C_in, C_out, kh, kw))."""
+    if not _on(x, bias, weight=weight):
+        return None
+    return _conv(x, weight, bias, stride, (*padding, *padding), dilation, plain=False)
+
+
+def input_grad(
+    grad: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    out_shape: Shape,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+) -> np.ndarray | None:
+    """conv2d's input gradient (groups 1): grad (N, O, Ho, Wo), weight (O, C, kh, kw) ->
+    ``out_shape`` (N, C, H, W), plus bias (C,) when given (a transposed conv's forward).
+
+    At stride 1 the conv of grad with the flipped weight (C, O, kh, kw), its bottom / right
+    padding one row or column longer per row of output padding; otherwise a ConvTranspose.
+    """
+    if not _on(grad, bias, weight=weight):
+        return None
+    _, _, kh, kw = weight.shape
+    extra = (
+        out_shape[2] - _transposed_size(grad.shape[2], kh, stride[0], padding[0], dilation[0]),
+        out_shape[3] - _transposed_size(grad.shape[3], kw, stride[1], padding[1], dilation[1]),
+    )
+    top, left = dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1]
+    if stride == (1, 1) and top >= 0 and left >= 0:
+        flipped = weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+        pads = (top, left, top + extra[0], left + extra[1])
+        return _conv(grad, flipped, bias, (1, 1), pads, dilation, plain=True)
+    if extra[0] >= stride[0] or extra[1] >= stride[1]:  # ORT's ConvTranspose rejects these
+        return None
+    feeds = _feeds(grad, weight, bias)
+    args = (grad.shape, weight.shape, out_shape, stride, padding, extra, dilation, "b" in feeds)
+    return _run(_conv_transpose, args, feeds)
+
+
+def _transposed_size(size: int, k: int, s: int, p: int, d: int) -> int:
+    return (size - 1) * s - 2 * p + d * (k - 1) + 1
+
+
+def weight_grad(
+    grad: np.ndarray,
+    x: np.ndarray,
+    kernel: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+) -> np.ndarray | None:
+    """conv2d's weight gradient (groups 1): grad (N, O, Ho, Wo), x (N, C, H, W) ->
+    (O, C, kh, kw), as the NCHWc conv over swapped axes; None unless N and O are multiples of
+    the block and Ho*Wo <= 256, or where the result is not finite (ember's kernel then keeps
+    its non-finite semantics).
+
+    dW[o, c, a, b] = sum_{n,i,j} g[n, o, i, j] * xpad[n, c, s*i + d*a, s*j + d*b]
+    = Conv(x^T (C, N, H, W), kernel g^T (O, N, Ho, Wo), stride d, dilation s)[c, o, a, b],
+    the bottom / right padding chosen so the output is kh x kw (x cut where it is not read).
+    """
+    n, o, ho, wo = grad.shape
+    if ho * wo > _WGRAD_MAX_GRID or not _on(grad, x) or not _fits(n, o) or n % _block:
+        return None
+    # rows / columns of the padded x that the last window's last tap reaches
+    reach = (
+        stride[0] * (ho - 1) + dilation[0] * (kernel[0] - 1) + 1,
+        stride[1] * (wo - 1) + dilation[1] * (kernel[1] - 1) + 1,
+    )
+    rows, cols = min(x.shape[2], reach[0] - padding[0]), min(x.shape[3], reach[1] - padding[1])
+    if rows <= 0 or cols <= 0:  # only padding is read
+        return None
+    pads = (padding[0], padding[1], reach[0] - padding[0] - rows, reach[1] - padding[1] - cols)
+    gt = _reorder(grad.transpose(1, 0, 2, 3), _block)  # (O, N, Ho, Wo) in the filter order
+    args = (x.shape, gt.shape, dilation, pads, stride, False, _block, (rows, cols))
+    gw = _run(_nchwc_conv, args, {"x": x, "w": gt})
+    return gw if gw is not None and _all_finite(gw) else None
