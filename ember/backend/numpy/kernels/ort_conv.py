@@ -4,10 +4,12 @@ Each function returns its result, or ``None`` where the route is off or the rule
 ``conv.py`` then runs ember's own kernel. The rule is static (shapes, dtype, a finite weight):
 
 - a forward conv runs as MLAS's NCHWc conv (``com.microsoft.nchwc`` ReorderInput -> Conv ->
-  ReorderOutput, the weight reordered here on each call) when O % B == 0 and C < 8 or
-  C % B == 0, B the CPU's block size (16 with AVX-512, 8 with AVX2; detected numerically);
-- an input gradient at stride 1 as the conv of the output gradient with the flipped weight, at
-  larger strides as an ONNX ``ConvTranspose``; a transposed conv's forward likewise;
+  ReorderOutput, the weight reordered here on each call) when O % B == 0 and C % B == 0, or
+  C < 8 with a kernel of 16 taps or more, B the CPU's block size (16 with AVX-512, 8 with AVX2;
+  detected numerically); otherwise as a plain ONNX ``Conv``;
+- an input gradient at stride 1 as the conv of the output gradient with the flipped weight
+  where that runs NCHWc or O <= C, else (and at larger strides) as an ONNX ``ConvTranspose``;
+  a transposed conv's forward likewise;
 - a weight gradient as the NCHWc conv over swapped batch / channel axes (x^T (C, N, H, W) with
   kernel g^T (O, N, Ho, Wo)), only for output grids of at most 256 positions: MLAS loses to
   ember's columns on larger ones (bench/ort_conv_probe.py).
@@ -100,8 +102,10 @@ def _create(ort: ModuleType, graph: bytes, threads: int) -> _Session:
     # the graphs are already in their final form: BASIC builds a session in ~0.4 ms (ALL ~0.5)
     # and runs them as fast
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    # idle workers that spin take the cores from OpenBLAS and ember's pool (31-176% slower)
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # workers spin between a run's nodes (a sleeping one misses its share of short ops) but
+    # stop when the run ends: spinning between runs slowed OpenBLAS and ember's pool by 31-176%
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    so.add_session_config_entry("session.force_spinning_stop", "1")
     so.log_severity_level = 3
     so.enable_cpu_mem_arena = False  # buffers held only during a run: many cached sessions
     session: _Session = ort.InferenceSession(graph, so, providers=["CPUExecutionProvider"])
@@ -138,6 +142,14 @@ def _run(
 def _fits(c: int, o: int) -> bool:
     """The NCHWc conv's channel rule (ORT's NchwcTransformer) for C in, O out."""
     return _block > 0 and o % _block == 0 and (c < 8 or c % _block == 0)
+
+
+def _nchwc_wins(c: int, o: int, taps: int) -> bool:
+    """Whether a C -> O conv of ``taps`` kernel positions runs NCHWc: where the channels fit,
+    except below 8 input channels with a kernel under 4x4, where MLAS's NCHW-input kernel ran
+    1-8x slower than a plain Conv at 2 threads (as fast at kernels from 4x4 up, 1.2-1.9x faster
+    at 5x5)."""
+    return _fits(c, o) and (c >= 8 or taps >= 16)
 
 
 def _reorder(w: np.ndarray, block: int) -> np.ndarray:
@@ -252,21 +264,17 @@ def _conv(
     stride: Pair,
     pads: Pads,
     dilation: Pair,
-    *,
-    plain: bool,
 ) -> np.ndarray | None:
-    """Conv(x (N, C, H, W), weight (O, C, kh, kw)) [+ bias (O,)]: NCHWc where the channels fit,
-    else a plain ORT Conv when ``plain`` allows it."""
-    o, c = weight.shape[:2]
+    """Conv(x (N, C, H, W), weight (O, C, kh, kw)) [+ bias (O,)]: NCHWc where it wins, else a
+    plain ORT Conv (im2col and MLAS's GEMM: 1.5-2.3x faster than ember's columns)."""
+    o, c, kh, kw = weight.shape
     feeds = _feeds(x, weight, bias)
     has_bias = "b" in feeds
-    if _fits(c, o):
+    if _nchwc_wins(c, o, kh * kw):
         feeds["w"] = _reorder(weight, _block)
         args = (x.shape, weight.shape, stride, pads, dilation, has_bias, _block)
         return _run(_nchwc_conv, args, feeds)
-    if plain:
-        return _run(_plain_conv, (x.shape, weight.shape, stride, pads, dilation, has_bias), feeds)
-    return None
+    return _run(_plain_conv, (x.shape, weight.shape, stride, pads, dilation, has_bias), feeds)
 
 
 def conv2d(
@@ -278,11 +286,11 @@ def conv2d(
     dilation: Pair,
 ) -> np.ndarray | None:
     """conv2d's forward (groups 1): x (N, C, H, W), weight (O, C, kh, kw), bias (O,) or None
-    -> (N, O, Ho, Wo), through the NCHWc conv; None where the channels do not fit it (also a
-    transposed conv's input gradient, whose weight is (C_in, C_out, kh, kw))."""
+    -> (N, O, Ho, Wo); also a transposed conv's input gradient, whose weight is
+    (C_in, C_out, kh, kw)."""
     if not _on(x, bias, weight=weight):
         return None
-    return _conv(x, weight, bias, stride, (*padding, *padding), dilation, plain=False)
+    return _conv(x, weight, bias, stride, (*padding, *padding), dilation)
 
 
 def input_grad(
@@ -298,7 +306,10 @@ def input_grad(
     ``out_shape`` (N, C, H, W), plus bias (C,) when given (a transposed conv's forward).
 
     At stride 1 the conv of grad with the flipped weight (C, O, kh, kw), its bottom / right
-    padding one row or column longer per row of output padding; otherwise a ConvTranspose.
+    padding one row or column longer per row of output padding, where it runs NCHWc or has no
+    more input channels than output ones (O <= C: its im2col columns are then no larger than
+    the ConvTranspose's, which took a third of its time on LeNet's 6 <- 16); otherwise a
+    ConvTranspose.
     """
     if not _on(grad, bias, weight=weight):
         return None
@@ -308,11 +319,15 @@ def input_grad(
         out_shape[3] - _transposed_size(grad.shape[3], kw, stride[1], padding[1], dilation[1]),
     )
     top, left = dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1]
+    o, c = weight.shape[:2]
+    # ORT's ConvTranspose rejects output padding past the stride
+    past_stride = extra[0] >= stride[0] or extra[1] >= stride[1]
     if stride == (1, 1) and top >= 0 and left >= 0:
-        flipped = weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
-        pads = (top, left, top + extra[0], left + extra[1])
-        return _conv(grad, flipped, bias, (1, 1), pads, dilation, plain=True)
-    if extra[0] >= stride[0] or extra[1] >= stride[1]:  # ORT's ConvTranspose rejects these
+        if _nchwc_wins(o, c, kh * kw) or o <= c or past_stride:
+            flipped = weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
+            pads = (top, left, top + extra[0], left + extra[1])
+            return _conv(grad, flipped, bias, (1, 1), pads, dilation)
+    if past_stride:
         return None
     feeds = _feeds(grad, weight, bias)
     args = (grad.shape, weight.shape, out_shape, stride, padding, extra, dilation, "b" in feeds)
