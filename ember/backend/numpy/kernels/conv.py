@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ort_conv
+from . import ort_conv, ort_gemm
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _Geometry
@@ -20,11 +20,15 @@ from .threads import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_th
 def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b^T for stacks a (G, M, L), b (G, N, L) with a long shared axis L.
 
-    Computed as (b @ a^T)^T, the larger operand first, and for very long L summed over chunks
-    of 4096: OpenBLAS is several times slower on these (small M, N; large L) shapes otherwise
-    (measured on LeNet's weight gradients). The pool's threads each take an equal share of L
-    and keep a partial sum.
+    On MLAS where ``ort_gemm`` takes it (float32). Otherwise OpenBLAS computes it as
+    (b @ a^T)^T, the larger operand first, and for very long L summed over chunks of 4096:
+    OpenBLAS is several times slower on these (small M, N; large L) shapes otherwise (measured
+    on LeNet's weight gradients). The pool's threads each take an equal share of L and keep a
+    partial sum.
     """
+    product = ort_gemm.matmul_nt(a, b)
+    if product is not None:
+        return product
     length = a.shape[-1]
     step = 4096 if length > 16384 else max(length, 1)
     partial: dict[int, np.ndarray] = {}
