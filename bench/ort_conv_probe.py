@@ -286,19 +286,19 @@ def build(shape):
             "torch": lambda: torch.nn.functional.conv2d(tx, tw, None, s, p),
         }
         ops["gx"] = {
-            "ember": lambda: K.conv2d_backward(g, x, w, st, pd, dl, 1, True, False)[0],
+            "ember": lambda: K.conv2d_backward(g, x, w, st, pd, dl, 1, True, False, False)[0],
             "torch": lambda: torch.ops.aten.convolution_backward(
                 tg, tx, tw, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, False, False]
             )[0],
         }
         ops["gw"] = {
-            "ember": lambda: K.conv2d_backward(g, x, w, st, pd, dl, 1, False, True)[1],
+            "ember": lambda: K.conv2d_backward(g, x, w, st, pd, dl, 1, False, True, False)[1],
             "torch": lambda: torch.ops.aten.convolution_backward(
                 tg, tx, tw, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [False, True, False]
             )[1],
         }
         ops["both"] = {
-            "ember": lambda: K.conv2d_backward(g, x, w, st, pd, dl, 1, True, True),
+            "ember": lambda: K.conv2d_backward(g, x, w, st, pd, dl, 1, True, True, False),
             "torch": lambda: torch.ops.aten.convolution_backward(
                 tg, tx, tw, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False]
             ),
@@ -343,19 +343,23 @@ def build(shape):
             "torch": lambda: torch.nn.functional.conv_transpose2d(tx, tw, None, s, p),
         }
         ops["gx"] = {
-            "ember": lambda: K.conv_transpose2d_backward(g, x, w, st, pd, 1, dl, True, False)[0],
+            "ember": lambda: K.conv_transpose2d_backward(
+                g, x, w, st, pd, 1, dl, True, False, False
+            )[0],
             "torch": lambda: torch.ops.aten.convolution_backward(
                 tg, tx, tw, None, [s, s], [p, p], [1, 1], True, [0, 0], 1, [True, False, False]
             )[0],
         }
         ops["gw"] = {
-            "ember": lambda: K.conv_transpose2d_backward(g, x, w, st, pd, 1, dl, False, True)[1],
+            "ember": lambda: K.conv_transpose2d_backward(
+                g, x, w, st, pd, 1, dl, False, True, False
+            )[1],
             "torch": lambda: torch.ops.aten.convolution_backward(
                 tg, tx, tw, None, [s, s], [p, p], [1, 1], True, [0, 0], 1, [False, True, False]
             )[1],
         }
         ops["both"] = {
-            "ember": lambda: K.conv_transpose2d_backward(g, x, w, st, pd, 1, dl, True, True),
+            "ember": lambda: K.conv_transpose2d_backward(g, x, w, st, pd, 1, dl, True, True, False),
             "torch": lambda: torch.ops.aten.convolution_backward(
                 tg, tx, tw, None, [s, s], [p, p], [1, 1], True, [0, 0], 1, [True, True, False]
             ),

@@ -469,7 +469,8 @@ class RuleBackend:
         groups: int,
         need_input: bool,
         need_weight: bool,
-    ) -> tuple[Tensor | None, Tensor | None, Tensor]:
+        need_bias: bool = True,
+    ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         # the kernel's two halves are rows of their own (ember/ops/backward_rows.py)
         geo = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
         gx = gw = None
@@ -478,7 +479,7 @@ class RuleBackend:
         if need_weight:
             w_shape = tuple(weight.shape)
             gw = self.row("conv2d_weight_grad", (grad, x), weight_shape=w_shape, **geo)
-        return gx, gw, self._bias_grad(grad)
+        return gx, gw, (self._bias_grad(grad) if need_bias else None)
 
     def conv_transpose2d_backward(
         self,
@@ -491,7 +492,8 @@ class RuleBackend:
         dilation: Any,
         need_input: bool,
         need_weight: bool,
-    ) -> tuple[Tensor | None, Tensor | None, Tensor]:
+        need_bias: bool = True,
+    ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         # conv_transpose2d by w is the adjoint of conv2d by w (C_w^T): its input gradient is
         # C_w grad, its weight gradient that of <x, C_W grad>, conv2d's weight half
         geo = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
@@ -502,7 +504,7 @@ class RuleBackend:
         if need_weight:
             w_shape = tuple(weight.shape)
             gw = self.row("conv2d_weight_grad", (x, grad), weight_shape=w_shape, **geo)
-        return gx, gw, self._bias_grad(grad)
+        return gx, gw, (self._bias_grad(grad) if need_bias else None)
 
     def max_pool2d_backward(
         self,

@@ -107,7 +107,9 @@ def _input_grad(
     groups: int,
 ) -> Any:
     x = b.full(input_shape, 0, b.dtype_of(grad))  # only its shape is read
-    return b.conv2d_backward(grad, x, weight, stride, padding, dilation, groups, True, False)[0]
+    return b.conv2d_backward(
+        grad, x, weight, stride, padding, dilation, groups, True, False, False
+    )[0]
 
 
 def _weight_grad(
@@ -121,7 +123,7 @@ def _weight_grad(
     groups: int,
 ) -> Any:
     w = b.full(weight_shape, 0, b.dtype_of(grad))  # only its shape is read
-    return b.conv2d_backward(grad, x, w, stride, padding, dilation, groups, False, True)[1]
+    return b.conv2d_backward(grad, x, w, stride, padding, dilation, groups, False, True, False)[1]
 
 
 def _conv(b: Any, x: Any, w: Any, a: dict[str, Any]) -> Any:
@@ -147,7 +149,7 @@ def conv2d_input_grad_backward(ctx: Any, grad: Any) -> Grads:
     gw = None
     if _need(ctx, 1):
         s, p, d, groups = a["stride"], a["padding"], a["dilation"], a["groups"]
-        gw = b.conv2d_backward(g, grad, w, s, p, d, groups, False, True)[1]
+        gw = b.conv2d_backward(g, grad, w, s, p, d, groups, False, True, False)[1]
     return gg, gw
 
 
@@ -169,7 +171,7 @@ def conv2d_weight_grad_backward(ctx: Any, grad: Any) -> Grads:
     gx = None
     if _need(ctx, 1):
         s, p, d, groups = a["stride"], a["padding"], a["dilation"], a["groups"]
-        gx = b.conv2d_backward(g, x, grad, s, p, d, groups, True, False)[0]
+        gx = b.conv2d_backward(g, x, grad, s, p, d, groups, True, False, False)[0]
     return gg, gx
 
 

@@ -72,8 +72,9 @@ def conv2d_backward(ctx: Any, grad: Any) -> Grads:
         a["groups"],
         _need(ctx, 0),
         _need(ctx, 1),
+        _need(ctx, 2),
     )
-    return gx, gw, (gb if _need(ctx, 2) else None)
+    return gx, gw, gb
 
 
 def _conv_t_attrs(
@@ -121,8 +122,9 @@ def conv_transpose2d_backward(ctx: Any, grad: Any) -> Grads:
         a["dilation"],
         _need(ctx, 0),
         _need(ctx, 1),
+        _need(ctx, 2),
     )
-    return gx, gw, (gb if _need(ctx, 2) else None)
+    return gx, gw, gb
 
 
 def pool_output_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:

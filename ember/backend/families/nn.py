@@ -113,8 +113,10 @@ class NnOps(abc.ABC):
         groups: int,
         need_input: bool,
         need_weight: bool,
-    ) -> tuple[Raw | None, Raw | None, Raw]:
-        """(grad x or None, grad weight or None, grad bias); ``need_*`` skip the unneeded."""
+        need_bias: bool = True,
+    ) -> tuple[Raw | None, Raw | None, Raw | None]:
+        """(grad x, grad weight, grad bias), each None where its ``need_*`` is False (the
+        unneeded ones are not computed)."""
 
     @abc.abstractmethod
     def conv_transpose2d(
@@ -142,8 +144,9 @@ class NnOps(abc.ABC):
         dilation: Pair,
         need_input: bool,
         need_weight: bool,
-    ) -> tuple[Raw | None, Raw | None, Raw]:
-        """(grad x or None, grad weight or None, grad bias)."""
+        need_bias: bool = True,
+    ) -> tuple[Raw | None, Raw | None, Raw | None]:
+        """(grad x, grad weight, grad bias), each None where its ``need_*`` is False."""
 
     @abc.abstractmethod
     def max_pool2d(

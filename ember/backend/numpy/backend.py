@@ -470,7 +470,7 @@ class NumpyBackend(Backend):
     attention_weights = staticmethod(_attn.attention_weights)  # (q, k, bias, scale, is_causal)
     # (x, weight, bias, stride, padding, dilation, groups), pairs of ints
     conv2d = staticmethod(_conv.conv2d)
-    conv2d_backward = staticmethod(_conv.conv2d_backward)  # -> (gx | None, gw | None, gb)
+    conv2d_backward = staticmethod(_conv.conv2d_backward)  # -> (gx, gw, gb), None where unneeded
     conv_transpose2d = staticmethod(_conv.conv_transpose2d)
     conv_transpose2d_backward = staticmethod(_conv.conv_transpose2d_backward)
     max_pool2d = staticmethod(_pooling.max_pool2d)  # (x, kernel_size, stride, padding, dilation)

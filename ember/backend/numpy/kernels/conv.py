@@ -154,8 +154,9 @@ def conv2d_backward(
     groups: int,
     need_input: bool,
     need_weight: bool,
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
+    need_bias: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Gradients of ``conv2d`` for x, weight and bias, each only when asked for."""
     kernel = (weight.shape[2], weight.shape[3])
     if groups == 1 and (need_input or need_weight):
         gx = gw = None
@@ -165,14 +166,20 @@ def conv2d_backward(
             gw = ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
         if gx is not None or gw is not None:
             # ember's part alone, after ORT's: both at once would share the cores three ways
+            rest = (grad, x, weight, stride, padding, dilation, 1)
             if need_input and gx is None:
-                gx = _conv2d_backward(grad, x, weight, stride, padding, dilation, 1, True, False)[0]
+                gx = _conv2d_backward(*rest, True, False, False)[0]
             if need_weight and gw is None:
-                gw = _conv2d_backward(grad, x, weight, stride, padding, dilation, 1, False, True)[1]
-            return gx, gw, grad.sum(axis=(0, 2, 3))
+                gw = _conv2d_backward(*rest, False, True, False)[1]
+            return gx, gw, _bias_grad(grad, need_bias)
     return _conv2d_backward(
-        grad, x, weight, stride, padding, dilation, groups, need_input, need_weight
+        grad, x, weight, stride, padding, dilation, groups, need_input, need_weight, need_bias
     )
+
+
+def _bias_grad(grad: np.ndarray, need_bias: bool) -> np.ndarray | None:
+    """(N, O, Ho, Wo) -> (O,), or None where the bias needs none (a layer without bias)."""
+    return grad.sum(axis=(0, 2, 3)) if need_bias else None
 
 
 def _conv2d_backward(
@@ -185,7 +192,8 @@ def _conv2d_backward(
     groups: int,
     need_input: bool,
     need_weight: bool,
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    need_bias: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """ember's kernels of ``conv2d_backward``."""
     kernel = (weight.shape[2], weight.shape[3])
     geo = _Geometry(x.shape, kernel, stride, padding, dilation)
@@ -195,9 +203,9 @@ def _conv2d_backward(
         by_conv = _input_grad_by_conv(grad, weight, stride, padding, dilation, groups)
     if by_conv is not None:
         if not need_weight:
-            return by_conv, None, grad.sum(axis=(0, 2, 3))
+            return by_conv, None, _bias_grad(grad, need_bias)
         _, gw, gb = _conv2d_backward(
-            grad, x, weight, stride, padding, dilation, groups, False, need_weight
+            grad, x, weight, stride, padding, dilation, groups, False, True, need_bias
         )
         return by_conv, gw, gb
     if chunked(x.shape[0], work) and (need_input or need_weight):
@@ -207,7 +215,7 @@ def _conv2d_backward(
             # a non-finite x in a junk column met g's zero there: the whole-batch way, zeroed
             g = geo.rows(grad, groups)
             gw = _matmul_nt(g, geo.im2col(x, groups, zero_junk=True)).reshape(weight.shape)
-        return gx, gw, grad.sum(axis=(0, 2, 3))
+        return gx, gw, _bias_grad(grad, need_bias)
     g = geo.rows(grad, groups)  # (G, Og, N*columns)
 
     def weight_grad() -> np.ndarray:
@@ -232,7 +240,7 @@ def _conv2d_backward(
     else:
         gw = weight_grad() if need_weight else None
         gx = input_grad() if need_input else None
-    return gx, gw, g.sum(axis=2).reshape(-1)
+    return gx, gw, (g.sum(axis=2).reshape(-1) if need_bias else None)
 
 
 def _conv2d_backward_chunks(
@@ -330,9 +338,11 @@ def conv_transpose2d_backward(
     dilation: Pair,
     need_input: bool,
     need_weight: bool,
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """Gradients of ``conv_transpose2d``: x's is a conv2d of grad with the same weight, the
-    weight's that conv's weight gradient with input grad and output gradient x."""
+    need_bias: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Gradients of ``conv_transpose2d``, each only when asked for: x's is a conv2d of grad with
+    the same weight, the weight's that conv's weight gradient with input grad and output
+    gradient x."""
     kernel = (weight.shape[2], weight.shape[3])
     gx = gw = None
     if groups == 1 and (need_input or need_weight):
@@ -346,12 +356,12 @@ def conv_transpose2d_backward(
             more_x, more_w = need_input and gx is None, need_weight and gw is None
             if more_x or more_w:
                 rest = _conv_transpose2d_backward(
-                    grad, x, weight, stride, padding, 1, dilation, more_x, more_w
+                    grad, x, weight, stride, padding, 1, dilation, more_x, more_w, False
                 )
                 gx, gw = (rest[0] if gx is None else gx), (rest[1] if gw is None else gw)
-            return gx, gw, grad.sum(axis=(0, 2, 3))
+            return gx, gw, _bias_grad(grad, need_bias)
     return _conv_transpose2d_backward(
-        grad, x, weight, stride, padding, groups, dilation, need_input, need_weight
+        grad, x, weight, stride, padding, groups, dilation, need_input, need_weight, need_bias
     )
 
 
@@ -365,7 +375,8 @@ def _conv_transpose2d_backward(
     dilation: Pair,
     need_input: bool,
     need_weight: bool,
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    need_bias: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """ember's kernels of ``conv_transpose2d_backward``."""
     kernel = (weight.shape[2], weight.shape[3])
     gx = gw = None
@@ -389,7 +400,7 @@ def _conv_transpose2d_backward(
             if not _all_finite(gw) and geo.has_junk:  # as in conv2d_backward
                 gw = _matmul_nt(xrows, geo.im2col(grad, groups, zero_junk=True))
                 gw = gw.reshape(weight.shape)
-    return gx, gw, grad.sum(axis=(0, 2, 3))
+    return gx, gw, _bias_grad(grad, need_bias)
 
 
 def _transpose_backward_chunks(

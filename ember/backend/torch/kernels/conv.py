@@ -29,8 +29,9 @@ def conv2d_backward(
     groups: int,
     need_input: bool,
     need_weight: bool,
-) -> tuple[Tensor | None, Tensor | None, Tensor]:
-    """Gradients of ``conv2d`` for x, weight and bias (x and weight only when asked for)."""
+    need_bias: bool = True,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """Gradients of ``conv2d`` for x, weight and bias, each only when asked for."""
     gx, gw, gb = aten.convolution_backward(
         grad,
         x,
@@ -42,7 +43,7 @@ def conv2d_backward(
         False,
         [0, 0],
         groups,
-        [need_input, need_weight, True],
+        [need_input, need_weight, need_bias],
     )
     return gx, gw, gb
 
@@ -81,7 +82,8 @@ def conv_transpose2d_backward(
     dilation: Pair,
     need_input: bool,
     need_weight: bool,
-) -> tuple[Tensor | None, Tensor | None, Tensor]:
+    need_bias: bool = True,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     # the output padding that gave grad's size: out = (h - 1) s - 2 p + d (k - 1) + op + 1
     kh, kw = weight.shape[2:]
     op = [
@@ -100,6 +102,6 @@ def conv_transpose2d_backward(
         True,
         op,
         groups,
-        [need_input, need_weight, True],
+        [need_input, need_weight, need_bias],
     )
     return gx, gw, gb

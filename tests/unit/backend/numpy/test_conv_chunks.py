@@ -98,6 +98,35 @@ def test_conv_transpose2d_forward_backward(
     _close(gw, tw.grad, dtype)
 
 
+@pytest.mark.parametrize("route", ["numpy", "ort"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_bias_gradient_only_when_asked_for(
+    case: Any, route: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """need_bias=False gives None for the bias and the same x and weight gradients, on every
+    path (float32 on the ONNX Runtime route too, where onnxruntime is installed)."""
+    if route == "ort":
+        monkeypatch.delenv("EMBER_CONV")
+    monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    xs, ws, st, pd, dl, gr = case
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=xs).astype(np.float32), rng.normal(size=ws).astype(np.float32)
+    g = conv.conv2d(x, w, np.zeros(ws[0], np.float32), st, pd, dl, gr)  # y's shape
+    # conv2d's gradients, and those of the transposed conv from g's shape back to x's (by w)
+    for fn, out in (
+        (lambda *need: conv.conv2d_backward(g, x, w, st, pd, dl, gr, *need), g),
+        (lambda *need: conv.conv_transpose2d_backward(x, g, w, st, pd, gr, dl, *need), x),
+    ):
+        for need in ((True, True), (True, False), (False, True), (False, False)):
+            full, bare = fn(*need, True), fn(*need, False)
+            assert bare[2] is None and full[2] is not None
+            np.testing.assert_allclose(full[2], out.sum(axis=(0, 2, 3)), rtol=1e-5, atol=1e-4)
+            for a, b in zip(full[:2], bare[:2]):
+                assert (a is None) == (b is None)
+                if a is not None:
+                    np.testing.assert_array_equal(a, b)
+
+
 def test_chunked_weight_gradient_with_inf_in_a_junk_column(
     path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
