@@ -308,6 +308,7 @@ def conv_transpose2d(
         if y_ort is not None:
             return y_ort
     geo = _Geometry(out_shape, (kh, kw), stride, padding, dilation)
+    x = _padded_to(x, geo.out)
     t_rows = _weight_rows(weight, groups).transpose(0, 2, 1)
     zero_junk = not _all_finite(weight)
     work = n * geo.columns * weight.size
@@ -381,6 +382,8 @@ def _conv_transpose2d_backward(
     kernel = (weight.shape[2], weight.shape[3])
     gx = gw = None
     geo = _Geometry(grad.shape, kernel, stride, padding, dilation)
+    size = x.shape[2:]
+    x = _padded_to(x, geo.out)
     work = grad.shape[0] * geo.columns * weight.size
     if (need_input or need_weight) and chunked(grad.shape[0], work):
         ch = Chunks(grad.shape, kernel, stride, padding, dilation, grad.dtype.itemsize)
@@ -400,7 +403,19 @@ def _conv_transpose2d_backward(
             if not _all_finite(gw) and geo.has_junk:  # as in conv2d_backward
                 gw = _matmul_nt(xrows, geo.im2col(grad, groups, zero_junk=True))
                 gw = gw.reshape(weight.shape)
+    if gx is not None and gx.shape[2:] != size:
+        gx = np.ascontiguousarray(gx[:, :, : size[0], : size[1]])
     return gx, gw, _bias_grad(grad, need_bias)
+
+
+def _padded_to(x: np.ndarray, out: tuple[int, int]) -> np.ndarray:
+    """x (N, C, H, W) with zero rows / columns below and right up to ``out``: a transposed
+    convolution whose output padding reaches past the stride (allowed below the dilation) has
+    an output whose adjoint conv gives more positions than x; they feed nothing."""
+    extra = (out[0] - x.shape[2], out[1] - x.shape[3])
+    if extra == (0, 0):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
 
 
 def _transpose_backward_chunks(
