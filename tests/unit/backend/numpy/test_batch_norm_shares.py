@@ -28,7 +28,7 @@ def _reference(
 
 @pytest.mark.parametrize("threads_", ["1", "2", "3"])
 @pytest.mark.parametrize(
-    "shape", [(32, 16, 32, 32), (8, 5, 7, 3), (4, 64, 2, 2), (16, 7), (3, 33, 40)]
+    "shape", [(64, 16, 32, 32), (32, 16, 32, 32), (8, 5, 7, 3), (4, 64, 2, 2), (16, 7), (3, 33, 40)]
 )
 def test_shares_match_float64(
     monkeypatch: pytest.MonkeyPatch, threads_: str, shape: tuple[int, ...]
@@ -55,7 +55,7 @@ def test_shares_match_float64(
 def test_shares_are_the_same_work_at_any_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """A channel's arithmetic does not depend on its share: bit-identical at 1 and 2 threads."""
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(16, 12, 20, 20)).astype(np.float32)
+    x = rng.normal(size=(64, 12, 40, 40)).astype(np.float32)  # above the split threshold
     g = rng.normal(size=x.shape).astype(np.float32)
     w, b = np.ones(12, np.float32), np.zeros(12, np.float32)
     out = []
@@ -79,9 +79,13 @@ def test_the_pool_takes_shares(monkeypatch: pytest.MonkeyPatch) -> None:
         split(n, elems, record, blas)
 
     monkeypatch.setattr(norm, "_parallel_split", spy)
-    x = np.random.default_rng(0).normal(size=(32, 16, 16, 16)).astype(np.float32)
+    x = np.random.default_rng(0).normal(size=(64, 16, 32, 32)).astype(np.float32)
     norm.batch_norm(x, np.ones(16, np.float32), np.zeros(16, np.float32), 1e-5)
     assert sorted(seen) == [(0, 8), (8, 16)]
+    seen.clear()
+    small = x[:8, :, :16, :16].copy()  # below the threshold: one share, no hand-off
+    norm.batch_norm(small, np.ones(16, np.float32), np.zeros(16, np.float32), 1e-5)
+    assert not seen
 
 
 def test_batch_stats_reuses_the_forward_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
