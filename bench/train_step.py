@@ -244,33 +244,43 @@ def numpy_mlp_step() -> Step:
     return step
 
 
-def run(workload: str, device: em.Device, repeats: int = 10) -> list[dict[str, Any]]:
+def run(
+    workload: str, device: em.Device, repeats: int = 10, rounds: int = 5
+) -> list[dict[str, Any]]:
     """Rows for ``workload`` (a key of ``WORKLOADS``): ember on ``device`` against PyTorch on the
     same hardware, and against hand-written NumPy where one exists (``mlp`` on the NumPy
-    backend); ``ratio = ember / reference``."""
-    t_em = median_ms(ember_step(workload, device), repeats)
-    rows: list[dict[str, Any]] = []
+    backend); ``ratio = ember / reference``, the median of each round's ratio. The arms
+    alternate over ``rounds`` rounds of ``repeats`` steps each, so the host's drift meets them
+    all; ``*_ms`` are medians over the rounds' medians."""
+    arms: dict[str | None, tuple[Step, Callable[[], None] | None]] = {
+        None: (ember_step(workload, device), None)
+    }
+    where = torch_where(device)
+    if where is not None:
+        import torch
 
-    def row(reference: str | None, t_ref: float | None) -> dict[str, Any]:
+        sync = torch.cuda.synchronize if where.startswith("cuda") else None
+        arms[f"torch eager ({where})"] = (torch_step(workload, where), sync)
+    if workload == "mlp" and device.backend_name == "numpy":
+        arms["hand-written numpy"] = (numpy_mlp_step(), None)
+    times: dict[str | None, list[float]] = {k: [] for k in arms}
+    for r in range(max(1, rounds)):
+        for k, (step, sync) in arms.items():
+            times[k].append(median_ms(step, repeats, warmup=2 if r == 0 else 1, sync=sync))
+    t_em = statistics.median(times[None])
+
+    def row(reference: str | None) -> dict[str, Any]:
+        t_ref = None if reference is None else statistics.median(times[reference])
+        ratio = None
+        if reference is not None:
+            ratio = statistics.median(e / t for e, t in zip(times[None], times[reference]))
         return {
             "bench": f"{workload}_train_step",
             "device": str(device),
             "ember_ms": t_em,
             "reference": reference,
             "ref_ms": t_ref,
-            "ratio": None if t_ref is None else t_em / t_ref,
+            "ratio": ratio,
         }
 
-    where = torch_where(device)
-    if where is not None:
-        import torch
-
-        sync = torch.cuda.synchronize if where.startswith("cuda") else None
-        rows.append(
-            row(
-                f"torch eager ({where})", median_ms(torch_step(workload, where), repeats, sync=sync)
-            )
-        )
-    if workload == "mlp" and device.backend_name == "numpy":
-        rows.append(row("hand-written numpy", median_ms(numpy_mlp_step(), repeats)))
-    return rows or [row(None, None)]
+    return [row(k) for k in arms if k is not None] or [row(None)]
