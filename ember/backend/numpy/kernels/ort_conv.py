@@ -127,9 +127,14 @@ def _session(
 
 
 def _run(
-    build: Callable[..., bytes], args: tuple[object, ...], feeds: dict[str, np.ndarray]
+    build: Callable[..., bytes],
+    args: tuple[object, ...],
+    feeds: dict[str, np.ndarray],
+    threads: int | None = None,
 ) -> np.ndarray | None:
-    session = _session(build, args, num_threads())
+    """The first output of ``build(*args)``'s session run on ``feeds`` (at ``threads`` intra-op
+    threads, default ``EMBER_NUM_THREADS``); None where the session cannot be built or run."""
+    session = _session(build, args, num_threads() if threads is None else threads)
     if session is None:
         return None
     try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .onnx_proto import Node, model
-from .ort_conv import _on, _session
+from .ort_conv import _on, _run
 from .threads import _serial, num_threads
 
 _MIN_LENGTH = 256
@@ -68,15 +68,11 @@ def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     swap = _empty(m) <= _empty(n)  # M as MLAS's columns: y = b @ a^T, transposed back
     p, q = (b, a) if swap else (a, b)
     threads = 1 if getattr(_serial, "on", False) else num_threads()
-    session = _session(_gemm_nt, (p.shape[1], q.shape[1], length), threads)
-    if session is None:
-        return None
     out = np.empty((groups, m, n), dtype=np.float32)
-    try:
-        for i in range(groups):
-            feeds = {"p": np.ascontiguousarray(p[i]), "q": np.ascontiguousarray(q[i])}
-            y = session.run(None, feeds)[0]
-            out[i] = y.T if swap else y
-    except Exception:  # ORT logs why; OpenBLAS gives the result
-        return None
+    for i in range(groups):
+        args = (p.shape[1], q.shape[1], length)
+        y = _run(_gemm_nt, args, {"p": p[i], "q": q[i]}, threads)
+        if y is None:  # ORT logs why; OpenBLAS gives the result
+            return None
+        out[i] = y.T if swap else y
     return out

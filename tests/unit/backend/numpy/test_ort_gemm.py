@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ember.backend.numpy.kernels import conv, ort_gemm
+from ember.backend.numpy.kernels import conv, ort_conv, ort_gemm
 from ember.backend.numpy.kernels.threads import _serial
 
 pytest.importorskip("onnxruntime")
@@ -30,18 +30,19 @@ def _tol(got: np.ndarray, want: np.ndarray, scale: np.ndarray, length: int) -> N
 
 
 class Spy:
-    """Records the (rows, cols, length) and thread count of each MLAS session the route asks
-    for (from any thread)."""
+    """Records the (rows, cols, length) and thread count of each MLAS product the route runs
+    (one per group, from any thread)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[tuple[int, int, int], int]] = []
-        session = ort_gemm._session
+        session = ort_conv._session
 
         def spy(build: Any, args: tuple[int, int, int], threads: int) -> Any:
-            self.calls.append((args, threads))
+            if build is ort_gemm._gemm_nt:  # the products, not the convolutions' own sessions
+                self.calls.append((args, threads))
             return session(build, args, threads)
 
-        monkeypatch.setattr(ort_gemm, "_session", spy)
+        monkeypatch.setattr(ort_conv, "_session", spy)
 
 
 @pytest.fixture
@@ -87,7 +88,8 @@ def test_product_matches_float64(spy: Spy, where: str, monkeypatch: pytest.Monke
         # conv.py's product is the same one
         np.testing.assert_array_equal(conv._matmul_nt(a, b), got)
     want = 1 if where == "share" else int(where)
-    assert len(spy.calls) == 2 * len(SHAPES) and {t for _, t in spy.calls} == {want}
+    runs = 2 * sum(g for g, *_ in SHAPES)  # one run per group, for each of the two products
+    assert len(spy.calls) == runs and {t for _, t in spy.calls} == {want}
 
 
 def test_rule_and_orientation(spy: Spy) -> None:
