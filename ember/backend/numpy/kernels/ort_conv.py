@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol
@@ -59,8 +60,13 @@ def _on(*operands: np.ndarray | None, weight: np.ndarray | None = None) -> bool:
         return False
     global _runtime
     if _runtime is _UNSET:
-        _runtime = _load()
+        with _loading:  # one thread loads; the others wait and see its result
+            if _runtime is _UNSET:
+                _runtime = _load()
     return _runtime is not None and (weight is None or _all_finite(weight))
+
+
+_loading = threading.Lock()
 
 
 def _load() -> ModuleType | None:

@@ -296,6 +296,41 @@ def test_unavailable_runtime_falls_back(
     _ember_only(spy)
 
 
+def test_first_calls_from_many_threads_load_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads racing to the first float32 convolution: one loads onnxruntime (and finds the
+    block size), the others wait for it and take the same forms: identical results."""
+    import threading
+
+    monkeypatch.setattr(ort_conv, "_block", ort_conv._block)  # restored after the test
+    monkeypatch.setattr(ort_conv, "_runtime", ort_conv._UNSET)
+    loads = []
+    load = ort_conv._load
+
+    def counted() -> Any:
+        loads.append(1)
+        return load()
+
+    monkeypatch.setattr(ort_conv, "_load", counted)
+    x, w, _ = _resnet_layer(16, 32, 8, 1)
+    zero = np.zeros(w.shape[0], np.float32)
+    start = threading.Barrier(4)
+    out: list[np.ndarray] = []
+
+    def first_call() -> None:
+        start.wait()
+        out.append(conv.conv2d(x, w, zero, (1, 1), (1, 1), (1, 1), 1))
+
+    workers = [threading.Thread(target=first_call) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert len(loads) == 1 and len(out) == 4
+    for y in out[1:]:
+        np.testing.assert_array_equal(y, out[0])
+    np.testing.assert_array_equal(out[0], conv.conv2d(x, w, zero, (1, 1), (1, 1), (1, 1), 1))
+
+
 def test_without_nchwc_kernels(spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
     """Block size 0 (an ARM build): plain Conv forwards, ConvTranspose input gradients (32 > 16
     channels), ember's weight gradients."""
