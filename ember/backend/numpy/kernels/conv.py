@@ -8,12 +8,14 @@ whole batch's columns and split the products' columns between the threads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from . import ort_conv, ort_gemm
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
-from .im2col import Pair, _all_finite, _Geometry
+from .im2col import Pair, _all_finite, _as_forward, _Geometry
 from .threads import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
 
 
@@ -109,14 +111,6 @@ def conv2d(
     return y
 
 
-def _as_forward(weight: np.ndarray, groups: int) -> np.ndarray:
-    """(O, Cg, kh, kw) -> (C, O/G, kh, kw), flipped: the weight of the stride-1 convolution
-    of the output gradient that gives the input gradient."""
-    o, cg, kh, kw = weight.shape
-    w = weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)
-    return np.ascontiguousarray(w.reshape(groups * cg, o // groups, kh, kw)[:, :, ::-1, ::-1])
-
-
 def _input_grad_by_conv(
     grad: np.ndarray,
     weight: np.ndarray,
@@ -165,16 +159,29 @@ def conv2d_backward(
         if need_weight:
             gw = ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
         if gx is not None or gw is not None:
-            # ember's part alone, after ORT's: both at once would share the cores three ways
             rest = (grad, x, weight, stride, padding, dilation, 1)
-            if need_input and gx is None:
-                gx = _conv2d_backward(*rest, True, False, False)[0]
-            if need_weight and gw is None:
-                gw = _conv2d_backward(*rest, False, True, False)[1]
+            gx, gw = _after_ort(gx, gw, need_input, need_weight, _conv2d_backward, rest)
             return gx, gw, _bias_grad(grad, need_bias)
     return _conv2d_backward(
         grad, x, weight, stride, padding, dilation, groups, need_input, need_weight, need_bias
     )
+
+
+def _after_ort(
+    gx: np.ndarray | None,
+    gw: np.ndarray | None,
+    need_input: bool,
+    need_weight: bool,
+    ember: Callable[..., tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]],
+    args: tuple[object, ...],
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """ORT's input / weight gradients completed by ``ember(*args, need_x, need_w, False)`` for
+    the ones ORT declined, run after ORT's: both at once would share the cores three ways."""
+    more_x, more_w = need_input and gx is None, need_weight and gw is None
+    if more_x or more_w:
+        rest = ember(*args, more_x, more_w, False)
+        gx, gw = (rest[0] if gx is None else gx), (rest[1] if gw is None else gw)
+    return gx, gw
 
 
 def _bias_grad(grad: np.ndarray, need_bias: bool) -> np.ndarray | None:
@@ -353,13 +360,9 @@ def conv_transpose2d_backward(
                 gx = np.ascontiguousarray(gx[:, :, : x.shape[2], : x.shape[3]])  # rows no x has
         if need_weight:
             gw = ort_conv.weight_grad(x, grad, kernel, stride, padding, dilation)
-        if gx is not None or gw is not None:  # ember's part after ORT's, as in conv2d_backward
-            more_x, more_w = need_input and gx is None, need_weight and gw is None
-            if more_x or more_w:
-                rest = _conv_transpose2d_backward(
-                    grad, x, weight, stride, padding, 1, dilation, more_x, more_w, False
-                )
-                gx, gw = (rest[0] if gx is None else gx), (rest[1] if gw is None else gw)
+        if gx is not None or gw is not None:
+            rest = (grad, x, weight, stride, padding, 1, dilation)
+            gx, gw = _after_ort(gx, gw, need_input, need_weight, _conv_transpose2d_backward, rest)
             return gx, gw, _bias_grad(grad, need_bias)
     return _conv_transpose2d_backward(
         grad, x, weight, stride, padding, groups, dilation, need_input, need_weight, need_bias

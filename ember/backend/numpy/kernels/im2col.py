@@ -36,6 +36,15 @@ def _all_finite(a: np.ndarray) -> bool:
         return bool(np.isfinite(np.add.reduce(a, axis=None)))
 
 
+def _as_forward(weight: np.ndarray, groups: int) -> np.ndarray:
+    """(O, Cg, kh, kw) -> (C, O/G, kh, kw), flipped: the weight of the stride-1 convolution
+    of the output gradient that gives the input gradient (a strided view; the kernels that
+    take it make it contiguous where they need to)."""
+    o, cg, kh, kw = weight.shape
+    w = weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+    return w.reshape(groups * cg, o // groups, kh, kw)[:, :, ::-1, ::-1]
+
+
 def _tap(i: int, j: int, stride: Pair, dilation: Pair, out: Pair) -> tuple[slice, slice]:
     """The (rows, cols) slices of the padded input that kernel tap (i, j) reads."""
     r0, c0 = i * dilation[0], j * dilation[1]

@@ -30,7 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .im2col import Pair, _all_finite, _conv_out
+from .im2col import Pair, _all_finite, _as_forward, _conv_out
 from .onnx_proto import Node, model
 from .threads import num_threads
 
@@ -335,9 +335,8 @@ def input_grad(
     past_stride = extra[0] >= stride[0] or extra[1] >= stride[1]
     if stride == (1, 1) and top >= 0 and left >= 0:
         if _nchwc_wins(o, c, kh * kw) or o <= c or past_stride:
-            flipped = weight.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
             pads = (top, left, top + extra[0], left + extra[1])
-            return _conv(grad, flipped, bias, (1, 1), pads, dilation)
+            return _conv(grad, _as_forward(weight, 1), bias, (1, 1), pads, dilation)
     if past_stride:
         return None
     feeds = _feeds(grad, weight, bias)

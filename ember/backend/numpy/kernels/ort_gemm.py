@@ -69,8 +69,8 @@ def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     p, q = (b, a) if swap else (a, b)
     threads = 1 if getattr(_serial, "on", False) else num_threads()
     out = np.empty((groups, m, n), dtype=np.float32)
+    args = (p.shape[1], q.shape[1], length)
     for i in range(groups):
-        args = (p.shape[1], q.shape[1], length)
         y = _run(_gemm_nt, args, {"p": p[i], "q": q[i]}, threads)
         if y is None:  # ORT logs why; OpenBLAS gives the result
             return None

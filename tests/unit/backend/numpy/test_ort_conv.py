@@ -301,6 +301,7 @@ def test_first_calls_from_many_threads_load_once(monkeypatch: pytest.MonkeyPatch
     block size), the others wait for it and take the same forms: identical results."""
     import threading
 
+    monkeypatch.delenv("EMBER_CONV", raising=False)
     monkeypatch.setattr(ort_conv, "_block", ort_conv._block)  # restored after the test
     monkeypatch.setattr(ort_conv, "_runtime", ort_conv._UNSET)
     loads = []
