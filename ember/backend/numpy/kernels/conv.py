@@ -16,7 +16,7 @@ from . import ort_conv, ort_gemm
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
-from .threads import _PARALLEL_MIN, _get_pool, _parallel_split, _unsplit, num_threads
+from .threads import _PARALLEL_MIN, _parallel_split, _submit, _unsplit, num_threads
 
 
 def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -241,7 +241,7 @@ def _conv2d_backward(
     if need_weight and need_input and num_threads() > 1 and g.size * 8 >= _PARALLEL_MIN:
         # the two gradients are independent: one pool thread each, instead of splitting both
         with serial():
-            gw_future = _get_pool().submit(_unsplit, weight_grad)
+            gw_future = _submit(_unsplit, weight_grad)
             gx = _unsplit(input_grad)
             gw = gw_future.result()
     else:

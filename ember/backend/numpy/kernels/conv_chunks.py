@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .blas import serial
 from .im2col import _Geometry
-from .threads import _PARALLEL_MIN, _get_pool, _serial, num_threads
+from .threads import _PARALLEL_MIN, _serial, _submit, num_threads
 
 _CHUNK_BYTES = 1 << 21  # columns per chunk: 2 MiB, within a core's share of L2 + L3
 
@@ -49,7 +49,7 @@ def by_images(n: int, work: int, fn: Callable[[int, int], None]) -> None:
         return
     per = -(-n // threads)
     with serial():
-        futures = [_get_pool().submit(share, lo, min(lo + per, n)) for lo in range(per, n, per)]
+        futures = [_submit(share, lo, min(lo + per, n)) for lo in range(per, n, per)]
         share(0, per)
         for f in futures:
             f.result()

@@ -9,12 +9,14 @@ runs one thread per call, so the two never oversubscribe the cores.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,7 +50,6 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
         for lo in range(0, rows, block):
             fn(lo, min(lo + block, rows))
         return
-    pool = _get_pool()
     per = -(-rows // n)
 
     def work(start: int) -> None:
@@ -57,7 +58,7 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
             fn(lo, min(lo + block, stop))
 
     with serial():
-        futures = [pool.submit(work, s) for s in range(per, rows, per)]
+        futures = [_submit(work, s) for s in range(per, rows, per)]
         work(0)  # the calling thread takes the first share
         for f in futures:
             f.result()
@@ -81,10 +82,20 @@ def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bo
     threads = min(pool, n)
     per = -(-n // threads)
     with serial() if blas else nullcontext():
-        futures = [_get_pool().submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
+        futures = [_submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
         fn(0, per)
         for f in futures:
             f.result()
+
+
+_T = TypeVar("_T")
+
+
+def _submit(fn: Callable[..., _T], *args: Any) -> Future[_T]:
+    """``fn(*args)`` on the pool, in the caller's context: NumPy's error state (``np.errstate``
+    is a context variable) holds there as on the calling thread, so a share of the work warns,
+    raises or keeps quiet exactly as the caller asked."""
+    return _get_pool().submit(contextvars.copy_context().run, fn, *args)
 
 
 def _get_pool() -> ThreadPoolExecutor:
