@@ -1,7 +1,8 @@
 """A minimal writer of ONNX ``ModelProto`` bytes, for ``ort_conv.py``'s one-op graphs.
 
 Only the protobuf fields those graphs use: nodes with int / int-list attributes, float32 inputs
-and outputs of static shape, int64 initializers, opset imports. The ``onnx`` package is not a
+and outputs (each dimension fixed, or named where it varies between runs), float32 and int64
+initializers, opset imports. The ``onnx`` package is not a
 run-time dependency; the tests parse this module's output with it.
 """
 
@@ -13,8 +14,10 @@ from typing import NamedTuple
 import numpy as np
 
 FLOAT, INT64 = 1, 7  # TensorProto.DataType
+_DTYPES = {np.dtype(np.float32): FLOAT, np.dtype(np.int64): INT64}
 _INT, _INTS = 2, 7  # AttributeProto.AttributeType
 Attr = int | Sequence[int]
+Dim = int | str  # a fixed size, or the name of a size that varies between runs
 
 
 class Node(NamedTuple):
@@ -60,32 +63,41 @@ def _node(node: Node, index: int) -> bytes:
     return b"".join(parts)
 
 
-def _value_info(name: str, shape: Sequence[int]) -> bytes:
-    dims = b"".join(_len(1, _int(1, d)) for d in shape)  # Dimension{dim_value}
+def _dim(d: Dim) -> bytes:  # Dimension{dim_value} or Dimension{dim_param}
+    return _len(1, _len(2, d) if isinstance(d, str) else _int(1, d))
+
+
+def _value_info(name: str, shape: Sequence[Dim]) -> bytes:
+    dims = b"".join(_dim(d) for d in shape)
     tensor = _int(1, FLOAT) + _len(2, dims)  # TypeProto.Tensor{elem_type, shape}
     return _len(1, name) + _len(2, _len(1, tensor))  # ValueInfoProto{name, TypeProto{tensor}}
 
 
-def _int64_tensor(name: str, values: Sequence[int]) -> bytes:
-    raw = np.asarray(values, dtype="<i8").tobytes()
-    return _int(1, len(values)) + _int(2, INT64) + _len(8, name) + _len(9, raw)
+def _tensor(name: str, values: Sequence[int] | np.ndarray) -> bytes:
+    """TensorProto{dims, data_type, name, raw_data}: an int sequence as 1-d int64, an array in
+    its own dtype and shape (float32 or int64)."""
+    a = np.asarray(values, dtype=np.int64) if not isinstance(values, np.ndarray) else values
+    raw = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+    dims = b"".join(_int(1, d) for d in a.shape)
+    return dims + _int(2, _DTYPES[a.dtype]) + _len(8, name) + _len(9, raw)
 
 
 def model(
     nodes: Sequence[Node],
-    inputs: Mapping[str, Sequence[int]],
-    outputs: Mapping[str, Sequence[int]],
+    inputs: Mapping[str, Sequence[Dim]],
+    outputs: Mapping[str, Sequence[Dim]],
     *,
-    initializers: Mapping[str, Sequence[int]] | None = None,
+    initializers: Mapping[str, Sequence[int] | np.ndarray] | None = None,
     opsets: Mapping[str, int],
 ) -> bytes:
     """Serialised ``ModelProto`` of one graph.
 
     Args:
         nodes: The graph's nodes in execution order.
-        inputs: Float32 graph inputs, name -> shape.
+        inputs: Float32 graph inputs, name -> shape (a str names a size that varies).
         outputs: Float32 graph outputs, name -> shape.
-        initializers: Constant 1-d int64 tensors, name -> values.
+        initializers: Constants, name -> values: an int sequence is a 1-d int64 tensor, an
+            array a float32 or int64 tensor of its shape (0-d for a scalar).
         opsets: Domain ("" for the ONNX one) -> opset version.
 
     Example:
@@ -95,7 +107,7 @@ def model(
         True
     """
     graph = b"".join(_len(1, _node(n, i)) for i, n in enumerate(nodes)) + _len(2, "g")
-    graph += b"".join(_len(5, _int64_tensor(k, v)) for k, v in (initializers or {}).items())
+    graph += b"".join(_len(5, _tensor(k, v)) for k, v in (initializers or {}).items())
     graph += b"".join(_len(11, _value_info(k, s)) for k, s in inputs.items())
     graph += b"".join(_len(12, _value_info(k, s)) for k, s in outputs.items())
     opset = b"".join(_len(8, _len(1, d) + _int(2, v)) for d, v in opsets.items())
