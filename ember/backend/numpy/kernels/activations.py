@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..special import erf as _erf
+from . import ort_gelu
 from .gelu_float32 import gelu_backward_block, gelu_block
 from .threads import _BLOCK_ELEMS, _parallel_split
 
@@ -116,7 +117,8 @@ def gelu(x: np.ndarray, approximate: str) -> np.ndarray:
         inner = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
         return (0.5 * x * (1 + inner)).astype(x.dtype, copy=False)
     if x.dtype in _EXACT:
-        return _gelu_exact(x)
+        y = ort_gelu.gelu(x) if x.dtype == np.float32 else None
+        return _gelu_exact(x) if y is None else y
     return (0.5 * x * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))).astype(x.dtype, copy=False)
 
 
@@ -129,7 +131,8 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarr
         return (grad * d).astype(x.dtype, copy=False)
     # d/dx x Phi(x) = Phi(x) + x phi(x)
     if x.dtype in _EXACT and grad.dtype == x.dtype and grad.shape == x.shape:
-        return _gelu_exact_backward(grad, x)
+        d = ort_gelu.gelu_backward(grad, x) if x.dtype == np.float32 else None
+        return _gelu_exact_backward(grad, x) if d is None else d
     cdf = 0.5 * (1 + _erf(x * x.dtype.type(_SQRT_HALF)))
     pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
     return (grad * (cdf + x * pdf)).astype(x.dtype, copy=False)
