@@ -113,3 +113,19 @@ def test_non_finite_statistics_take_pytorchs_formula() -> None:
         back = norm.batch_norm_backward(np.ones_like(x), x, w, b, 1e-5)
     assert np.isfinite(y[:, :2]).all() and np.isnan(y[:, 2]).all()
     assert back is NotImplemented  # the row's generic rule places NaN and inf as PyTorch
+
+
+@pytest.mark.parametrize("length", [1, 16, 21, 64, 300])
+def test_a_channels_sums_do_not_depend_on_its_share(length: int) -> None:
+    """Each path of the per-channel sums (the N rows added for short rows, dot products with
+    ones for long ones) gives a channel the same bits alone, in a share or in the whole."""
+    rng = np.random.default_rng(11)
+    x2 = rng.normal(loc=3.0, size=(32, 7 * length)).astype(np.float32)
+    y2 = rng.normal(size=x2.shape).astype(np.float32)
+    whole_sum, whole_dot = norm._channel_sum(x2, length), norm._channel_dot(x2, y2, length)
+    for lo, hi in ((0, 1), (1, 5), (5, 7), (2, 3)):
+        cols = slice(lo * length, hi * length)
+        np.testing.assert_array_equal(norm._channel_sum(x2[:, cols], length), whole_sum[lo:hi])
+        np.testing.assert_array_equal(
+            norm._channel_dot(x2[:, cols], y2[:, cols], length), whole_dot[lo:hi]
+        )
