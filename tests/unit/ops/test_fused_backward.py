@@ -31,10 +31,16 @@ PLACES = ["numpy", "torch:cpu", pytest.param("torch:cuda:0", marks=[pytest.mark.
 # who supplies which fused kernel, and why; a change here is a decision, not an accident
 SUPPLIED = {
     # row-blocked on the kernel pool: 1.5-1.8x the generic rule at (1024, 512) float32
-    # (bench/fused_backward.py); the layer norm and attention kernels measured no faster and are
-    # gone; batch norm's (issue 20) sums channels as row dot products and makes 3 full-size
-    # arrays, not ~10: about half the rule's time on (32, 16, 32, 32) float32
-    NumpyBackend: {"softmax_backward", "log_softmax_backward", "batch_norm_backward"},
+    # (bench/fused_backward.py); the attention kernel measured no faster and is gone; batch
+    # norm's (issue 20) sums channels as row dot products and makes 3 full-size arrays, not ~10:
+    # about half the rule's time on (32, 16, 32, 32) float32; layer norm's takes its row sums as
+    # BLAS matrix-vector products: forward + backward 800 -> 520 us at GPT's (16, 64, 128)
+    NumpyBackend: {
+        "softmax_backward",
+        "log_softmax_backward",
+        "batch_norm_backward",
+        "layer_norm_backward",
+    },
     # ATen's kernels: _softmax_backward_data, native_layer_norm / batch_norm_backward, and the
     # cuDNN / flash / memory-efficient attention backwards (the math path is the row's rule)
     TorchBackend: {
