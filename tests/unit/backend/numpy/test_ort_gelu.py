@@ -9,28 +9,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.gelu_reference import cdf, grid
 
 from ember.backend.numpy.kernels import activations as act
 from ember.backend.numpy.kernels import gelu_float32, ort_conv, ort_gelu
 
 pytest.importorskip("onnxruntime")
 
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
-
 
 @pytest.fixture(autouse=True)
 def _route_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EMBER_CONV", raising=False)
-
-
-def _grid() -> np.ndarray:
-    rng = np.random.default_rng(3)
-    dense = np.linspace(-16.0, 16.0, 64001)
-    return np.concatenate([dense, rng.normal(size=4000) * 3, [0.0, 1e-30, -1e-30, 1e-5, -1e-5]])
-
-
-def _cdf(x64: np.ndarray) -> np.ndarray:
-    return 0.5 * _erfc(-x64 / math.sqrt(2.0))
 
 
 class Spy:
@@ -53,11 +42,11 @@ def test_forward_error(threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
     1 + erf cancels in the negative tail, so erf's rounding (about u) scaled by x / 2 bounds the
     error there rather than a share of |y|."""
     monkeypatch.setenv("EMBER_NUM_THREADS", threads)
-    x = _grid().astype(np.float32)
+    x = grid().astype(np.float32)
     y = ort_gelu.gelu(x)
     assert y is not None and y.dtype == np.float32 and y.shape == x.shape
     x64 = x.astype(np.float64)
-    ref = x64 * _cdf(x64)
+    ref = x64 * cdf(x64)
     err = np.abs(y - ref)
     assert err.max() <= 6e-7
     assert np.all(err <= 2e-6 * np.abs(ref) + 2.0**-24 * np.abs(x64))
@@ -68,14 +57,14 @@ def test_backward_error(threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Against g (Phi + x phi) in float64: within 2e-6 |g| (Phi + |x phi|) + 6e-7 |g| (the
     terms cancel near x = -0.75; the absolute part is erf's, as in the forward)."""
     monkeypatch.setenv("EMBER_NUM_THREADS", threads)
-    x = _grid().astype(np.float32)
+    x = grid().astype(np.float32)
     g = np.random.default_rng(4).normal(size=x.shape).astype(np.float32)
     got = ort_gelu.gelu_backward(g, x)
     assert got is not None and got.dtype == np.float32
     x64, g64 = x.astype(np.float64), g.astype(np.float64)
-    cdf, xpdf = _cdf(x64), x64 * np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
-    ref = g64 * (cdf + xpdf)
-    bound = 2e-6 * np.abs(g64) * (cdf + np.abs(xpdf)) + 6e-7 * np.abs(g64)
+    cdf_x, xpdf = cdf(x64), x64 * np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
+    ref = g64 * (cdf_x + xpdf)
+    bound = 2e-6 * np.abs(g64) * (cdf_x + np.abs(xpdf)) + 6e-7 * np.abs(g64)
     assert np.all(np.abs(got - ref) <= bound)
 
 
