@@ -70,3 +70,19 @@ def test_other_shapes_and_dtypes_take_the_generic_path() -> None:
     got = norm.layer_norm(x32, w1, b1, 2, 1e-5)
     ref = _reference(x32, x32, np.ones((4, 5)), np.zeros((4, 5)), 2, 1e-5)[0]
     np.testing.assert_allclose(got, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", [8, 128])
+def test_a_rows_result_does_not_depend_on_the_batch(width: int) -> None:
+    """Each row's output and input gradient have the same bits in a batch of 13 rows and alone."""
+    rng = np.random.default_rng(23)
+    x = rng.normal(loc=1.0, size=(13, width)).astype(np.float32)
+    g = rng.normal(size=x.shape).astype(np.float32)
+    w, b = rng.normal(size=width).astype(np.float32), rng.normal(size=width).astype(np.float32)
+    y, back = norm.layer_norm(x, w, b, 1, 1e-5), norm.layer_norm_backward(g, x, w, b, 1, 1e-5)
+    assert not isinstance(back, type(NotImplemented))
+    for i in range(13):
+        alone = norm.layer_norm_backward(g[i : i + 1].copy(), x[i : i + 1].copy(), w, b, 1, 1e-5)
+        assert not isinstance(alone, type(NotImplemented))
+        np.testing.assert_array_equal(y[i : i + 1], norm.layer_norm(x[i : i + 1], w, b, 1, 1e-5))
+        np.testing.assert_array_equal(back[0][i : i + 1], alone[0])
