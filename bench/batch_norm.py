@@ -3,23 +3,23 @@
 Per shape of ``numpy_models.py``'s ResNet and DCGAN steps (float32, batch 32): ember's
 ``batch_norm`` forward, ``batch_stats`` (the running statistics, served from the forward's sums)
 and ``batch_norm_backward``, against ``aten::native_batch_norm`` and
-``aten::native_batch_norm_backward``. Printed: the median of ``--repeats`` calls per shape and
-the totals weighted by each shape's uses in one training step.
+``aten::native_batch_norm_backward``. Printed: per shape the medians over ``--rounds``
+alternating blocks of ``--repeats`` calls (``_timing.alternating_ms``), and the totals weighted
+by each shape's uses in one training step.
 
 Threads: ``--threads N`` sets ``EMBER_NUM_THREADS`` (before ember loads) and
 ``torch.set_num_threads``; pin the process for a quiet run:
 ``taskset -c 2,3 python bench/batch_norm.py --threads 2``.
 
-Usage: python bench/batch_norm.py [--threads 1] [--repeats 30]
+Usage: python bench/batch_norm.py [--threads 1] [--repeats 10] [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import time
-from collections.abc import Callable
+
+from _timing import alternating_ms, pin_threads
 
 SHAPES: dict[str, list[tuple[int, int, int, int]]] = {
     "resnet": [(32, 16, 32, 32)] * 7 + [(32, 32, 16, 16)] * 5 + [(32, 64, 8, 8)] * 5,
@@ -27,22 +27,13 @@ SHAPES: dict[str, list[tuple[int, int, int, int]]] = {
 }
 
 
-def _median(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=10, help="calls per block")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
-    os.environ["EMBER_NUM_THREADS"] = str(args.threads)
+    pin_threads(args.threads)
     import numpy as np
     import torch
 
@@ -71,7 +62,10 @@ def main(argv: list[str] | None = None) -> None:
                     gt, xt, wt, mean, var, sm, si, True, 1e-5, [True, True, True]
                 )
 
-            te, tt = _median(ember_bn, args.repeats), _median(torch_bn, args.repeats)
+            te, tt = (
+                statistics.median(t) / 1e3
+                for t in alternating_ms(ember_bn, torch_bn, args.repeats, args.rounds)
+            )
             uses = shapes.count(shape)
             total_e, total_t = total_e + uses * te, total_t + uses * tt
             print(

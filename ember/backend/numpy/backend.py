@@ -458,8 +458,8 @@ class NumpyBackend(Backend):
     binary_cross_entropy = staticmethod(_bce.bce)  # (p, target), elementwise
     binary_cross_entropy_backward = staticmethod(_bce.bce_backward)  # -> (grad p, grad target)
     binary_cross_entropy_with_logits = staticmethod(_bce.bce_with_logits)  # (x, t, pos_weight)
-    # (x, weight, bias, normalized_ndim, eps); layer norm's fused backward takes its row sums on
-    # BLAS (kernels/norm.py); the RMS norm and attention backwards are the rows' own rules
+    # (x, weight, bias, normalized_ndim, eps); layer norm's fused backward takes its row sums as
+    # dot products (kernels/norm.py); the RMS norm and attention backwards are the rows' own rules
     layer_norm = staticmethod(_norm.layer_norm)
     layer_norm_backward = staticmethod(_norm.layer_norm_backward)  # fused
     rms_norm = staticmethod(_norm.rms_norm)  # (x, weight, normalized_ndim, eps)

@@ -1,7 +1,7 @@
 """NumPy kernels of the fused normalisation rows: layer norm, RMS norm and batch norm.
 
-Layer norm's forward and fused backward see x as (R, C) rows and take their row sums as BLAS
-matrix-vector and dot products; RMS norm's backward is the row's generic rule
+Layer norm's forward and fused backward see x as (R, C) rows and take their row sums as dot
+products; RMS norm's backward is the row's generic rule
 (``ember/ops/nn.py``). Batch norm has a fused backward
 (``batch_norm_backward``) that makes 3 full-size arrays where the rule makes about 10. Both batch
 norm kernels see x (N, C, *) as an (N, C * L) array: its per-channel sums are rows added or dot
@@ -52,9 +52,10 @@ def _norm_rows(
     if x.dtype not in _EXACT or not x.size or not normalized_ndim:
         return None
     width = int(np.prod(x.shape[x.ndim - normalized_ndim :]))
-    if weight.dtype != x.dtype or bias.dtype != x.dtype or weight.size != width:
+    trailing = x.shape[x.ndim - normalized_ndim :]
+    if weight.dtype != x.dtype or bias.dtype != x.dtype:
         return None
-    if bias.size != width or weight.ndim != normalized_ndim:
+    if weight.shape != trailing or bias.shape != trailing:
         return None
     x2 = np.ascontiguousarray(x).reshape(-1, width)
     return x2, weight.reshape(width), bias.reshape(width)
@@ -234,7 +235,7 @@ def _by_channels(x2: np.ndarray, c: int, length: int, fn: Callable[[int, int], N
     if x2.size < _SPLIT_MIN:
         fn(0, c)
         return
-    _parallel_split(c, x2.size, fn)
+    _parallel_split(c, x2.size, fn, blas=length > 8192)
 
 
 # two shares were 10-50% slower than one up to 2 MiB of float32 (the pool's hand-off and the

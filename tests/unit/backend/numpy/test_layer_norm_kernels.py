@@ -86,3 +86,12 @@ def test_a_rows_result_does_not_depend_on_the_batch(width: int) -> None:
         assert not isinstance(alone, type(NotImplemented))
         np.testing.assert_array_equal(y[i : i + 1], norm.layer_norm(x[i : i + 1], w, b, 1, 1e-5))
         np.testing.assert_array_equal(back[0][i : i + 1], alone[0])
+
+
+def test_a_weight_of_another_shape_is_not_read_as_the_rows() -> None:
+    """A (5, 4) weight for x (..., 4, 5) has the rows' size but not their shape: the fused
+    kernels leave it to the generic path (which broadcasts or refuses), never reshape it."""
+    x = np.random.default_rng(4).normal(size=(2, 4, 5)).astype(np.float32)
+    w, b = np.ones((5, 4), np.float32), np.zeros((5, 4), np.float32)
+    assert norm._norm_rows(x, w, b, 2) is None
+    assert norm.layer_norm_backward(x, x, w, b, 2, 1e-5) is NotImplemented
