@@ -27,6 +27,8 @@ CASES: list[Case] = [
     ("layer_norm", ((8, 128, 512), (512,), (512,)), {"normalized_ndim": 1, "eps": 1e-5}),
     ("batch_norm", ((32, 64, 16, 16), (64,), (64,)), {"eps": 1e-5}),
     ("attention", ((8, 4, 128, 64),) * 3 + ((), ()), {"scale": 0.125, "is_causal": True}),
+    # the GPT of bench/numpy_models.py: batch 16, 4 heads, context 64, head size 32
+    ("attention", ((16, 4, 64, 32),) * 3 + ((), ()), {"scale": 0.177, "is_causal": True}),
     (
         "attention",
         ((2, 4, 64, 32),) * 3 + ((64, 64), (2, 4, 64, 64)),

@@ -459,16 +459,18 @@ class NumpyBackend(Backend):
     binary_cross_entropy_backward = staticmethod(_bce.bce_backward)  # -> (grad p, grad target)
     binary_cross_entropy_with_logits = staticmethod(_bce.bce_with_logits)  # (x, t, pos_weight)
     # (x, weight, bias, normalized_ndim, eps); layer norm's fused backward takes its row sums as
-    # dot products (kernels/norm.py); the RMS norm and attention backwards are the rows' own rules
+    # dot products (kernels/norm.py); the RMS norm backward is the row's own rule
     layer_norm = staticmethod(_norm.layer_norm)
     layer_norm_backward = staticmethod(_norm.layer_norm_backward)  # fused
     rms_norm = staticmethod(_norm.rms_norm)  # (x, weight, normalized_ndim, eps)
     batch_norm = staticmethod(_norm.batch_norm)  # (x, weight, bias, eps): batch statistics, dim 1
     batch_norm_backward = staticmethod(_norm.batch_norm_backward)  # fused: 3 arrays, not ~10
     batch_stats = staticmethod(_norm.batch_stats)  # (x, correction) -> (mean, var), (C,) each
-    # (q, k, v, bias, keep, scale, is_causal); a 0-d bias / keep means none
+    # (q, k, v, bias, keep, scale, is_causal); a 0-d bias / keep means none; the forward and the
+    # fused backward run one batch share per pool thread (kernels/attention.py)
     attention = staticmethod(_attn.attention)
     attention_weights = staticmethod(_attn.attention_weights)  # (q, k, bias, scale, is_causal)
+    attention_backward = staticmethod(_attn.attention_backward)  # fused
     # (x, weight, bias, stride, padding, dilation, groups), pairs of ints
     conv2d = staticmethod(_conv.conv2d)
     conv2d_backward = staticmethod(_conv.conv2d_backward)  # -> (gx, gw, gb), None where unneeded

@@ -43,28 +43,38 @@ apply_env()
 
 
 def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None:
-    """Call ``fn(lo, hi)`` over cache-sized row blocks of ``range(rows)`` on a thread pool."""
+    """Call ``fn(lo, hi)`` over cache-sized row blocks of ``range(rows)`` on a thread pool
+    (on the calling thread alone inside another kernel's share)."""
     block = max(1, _BLOCK_ELEMS // max(cols, 1))
     n = num_threads()
-    if n == 1 or rows * cols < _PARALLEL_MIN or rows < 2:
+    if n == 1 or rows * cols < _PARALLEL_MIN or rows < 2 or getattr(_serial, "on", False):
         for lo in range(0, rows, block):
             fn(lo, min(lo + block, rows))
         return
     per = -(-rows // n)
 
-    def work(start: int) -> None:
-        stop = min(start + per, rows)
+    def work(start: int, stop: int) -> None:
         for lo in range(start, stop, block):
             fn(lo, min(lo + block, stop))
 
     with serial():
-        futures = [_submit(work, s) for s in range(per, rows, per)]
-        work(0)  # the calling thread takes the first share
+        futures = [_submit(_share, work, s, min(s + per, rows)) for s in range(per, rows, per)]
+        _share(work, 0, per)  # the calling thread takes the first share
         for f in futures:
             f.result()
 
 
-_serial = threading.local()  # set inside pool tasks that must not split their work again
+_serial = threading.local()  # .on: inside a share of split work, which must not split again
+
+
+def _share(fn: Callable[[int, int], None], lo: int, hi: int) -> None:
+    """``fn(lo, hi)`` as one share of split work: the kernels it calls run unsplit."""
+    outer = getattr(_serial, "on", False)
+    _serial.on = True
+    try:
+        fn(lo, hi)
+    finally:
+        _serial.on = outer
 
 
 def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bool = True) -> None:
@@ -82,8 +92,8 @@ def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bo
     threads = min(pool, n)
     per = -(-n // threads)
     with serial() if blas else nullcontext():
-        futures = [_submit(fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
-        fn(0, per)
+        futures = [_submit(_share, fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
+        _share(fn, 0, per)
         for f in futures:
             f.result()
 
@@ -116,8 +126,9 @@ def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
 
 def _unsplit(fn: Callable[[], np.ndarray]) -> np.ndarray:
     """Run ``fn`` on this thread with ``_parallel_split`` serial inside it."""
+    outer = getattr(_serial, "on", False)
     _serial.on = True
     try:
         return fn()
     finally:
-        _serial.on = False
+        _serial.on = outer
