@@ -32,11 +32,18 @@ import numpy as np
 
 from .im2col import Pair, _all_finite, _as_forward, _conv_out
 from .onnx_proto import Node, model
-from .threads import num_threads
+from .threads import _parallel_split, _serial, num_threads
 
 _NCHWC = "com.microsoft.nchwc"
 _OPSETS = {"": 17, _NCHWC: 1}
 _WGRAD_MAX_GRID = 256  # Ho*Wo: ORT's weight gradient wins at 16x16 and loses 1.5-2x at 32x32
+# multiply-adds below which a conv runs on one ORT thread: MLAS's second thread, woken for each
+# run, saved little there and stalled runs for up to 2 ms after an idle pause (the LeNet step
+# at two threads 11.6 -> 8.5 ms; bench/RESULTS.md)
+_THREAD_MACS = 1 << 24
+# a ConvTranspose from here is split over the batch on ember's pool, one ORT thread per share:
+# ORT's own threads gained 0.5-1.4x on it (LeNet's 15 M one ran 2x slower), the split 1.1-1.5x
+_SPLIT_TRANSPOSE_MACS = 1 << 23
 Shape = tuple[int, ...]
 Pads = tuple[int, int, int, int]  # ONNX order: top, left, bottom, right
 
@@ -132,15 +139,21 @@ def _session(
         return None
 
 
+def _threads(macs: int) -> int:
+    """ORT's intra-op threads for a run of ``macs`` multiply-adds: ``EMBER_NUM_THREADS``, but one
+    below ``_THREAD_MACS`` and inside a share of ember's pool (whose threads hold the cores)."""
+    return 1 if macs < _THREAD_MACS or getattr(_serial, "on", False) else num_threads()
+
+
 def _run(
     build: Callable[..., bytes],
     args: tuple[object, ...],
     feeds: dict[str, np.ndarray],
-    threads: int | None = None,
+    threads: int,
 ) -> np.ndarray | None:
-    """The first output of ``build(*args)``'s session run on ``feeds`` (at ``threads`` intra-op
-    threads, default ``EMBER_NUM_THREADS``); None where the session cannot be built or run."""
-    session = _session(build, args, num_threads() if threads is None else threads)
+    """The first output of ``build(*args)``'s session run on ``feeds`` at ``threads`` intra-op
+    threads; None where the session cannot be built or run."""
+    session = _session(build, args, threads)
     if session is None:
         return None
     try:
@@ -281,11 +294,14 @@ def _conv(
     o, c, kh, kw = weight.shape
     feeds = _feeds(x, weight, bias)
     has_bias = "b" in feeds
+    ys = _out_shape(x.shape, weight.shape, stride, pads, dilation)
+    threads = _threads(ys[0] * o * ys[2] * ys[3] * c * kh * kw)
     if _nchwc_wins(c, o, kh * kw):
         feeds["w"] = _reorder(weight, _block)
         args = (x.shape, weight.shape, stride, pads, dilation, has_bias, _block)
-        return _run(_nchwc_conv, args, feeds)
-    return _run(_plain_conv, (x.shape, weight.shape, stride, pads, dilation, has_bias), feeds)
+        return _run(_nchwc_conv, args, feeds, threads)
+    args = (x.shape, weight.shape, stride, pads, dilation, has_bias)
+    return _run(_plain_conv, args, feeds, threads)
 
 
 def conv2d(
@@ -339,9 +355,47 @@ def input_grad(
             return _conv(grad, _as_forward(weight, 1), bias, (1, 1), pads, dilation)
     if past_stride:
         return None
+    return _transpose(grad, weight, bias, out_shape, stride, padding, extra, dilation)
+
+
+def _transpose(
+    grad: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    out_shape: Shape,
+    stride: Pair,
+    padding: Pair,
+    extra: Pair,
+    dilation: Pair,
+) -> np.ndarray | None:
+    """ConvTranspose(grad (N, O, Ho, Wo), weight (O, C, kh, kw)) -> ``out_shape``: on one ORT
+    thread, or from ``_SPLIT_TRANSPOSE_MACS`` up in one batch share per pool thread (each image
+    is computed alone, so the bits do not depend on the split)."""
     feeds = _feeds(grad, weight, bias)
-    args = (grad.shape, weight.shape, out_shape, stride, padding, extra, dilation, "b" in feeds)
-    return _run(_conv_transpose, args, feeds)
+    has_bias = "b" in feeds
+    macs = grad.size * weight[0].size
+    n = grad.shape[0]
+
+    def run(lo: int, hi: int) -> np.ndarray | None:
+        part = {k: v[lo:hi] if k == "x" else v for k, v in feeds.items()}
+        gs, xs = (hi - lo, *grad.shape[1:]), (hi - lo, *out_shape[1:])
+        args = (gs, weight.shape, xs, stride, padding, extra, dilation, has_bias)
+        return _run(_conv_transpose, args, part, 1)
+
+    if macs < _SPLIT_TRANSPOSE_MACS or n < 2 or num_threads() == 1:
+        return run(0, n)
+    out = np.empty(out_shape, dtype=np.float32)
+    failed: list[bool] = []
+
+    def share(lo: int, hi: int) -> None:
+        y = run(lo, hi)
+        if y is None:
+            failed.append(True)
+        else:
+            out[lo:hi] = y
+
+    _parallel_split(n, macs, share, blas=False)
+    return None if failed else out
 
 
 def _transposed_size(size: int, k: int, s: int, p: int, d: int) -> int:
@@ -379,5 +433,6 @@ def weight_grad(
     pads = (padding[0], padding[1], reach[0] - padding[0] - rows, reach[1] - padding[1] - cols)
     gt = _reorder(grad.transpose(1, 0, 2, 3), _block)  # (O, N, Ho, Wo) in the filter order
     args = (x.shape, gt.shape, dilation, pads, stride, False, _block, (rows, cols))
-    gw = _run(_nchwc_conv, args, {"x": x, "w": gt})
+    macs = grad.size * x.shape[1] * kernel[0] * kernel[1]
+    gw = _run(_nchwc_conv, args, {"x": x, "w": gt}, _threads(macs))
     return gw if gw is not None and _all_finite(gw) else None

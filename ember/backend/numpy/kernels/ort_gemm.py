@@ -16,7 +16,10 @@ is computed as (b @ a^T)^T, with M as the columns, unless M leaves a larger shar
 1.6x slower at LeNet's M = 6 against N = 25.
 
 A product called from a pool share (the chunked weight gradient runs one per chunk on each pool
-thread) runs one MLAS thread; any other runs ``EMBER_NUM_THREADS``. ``EMBER_CONV=numpy`` and a
+thread) runs one MLAS thread, as does one of fewer than ``_THREAD_CELLS`` output cells: MLAS
+splits the output, and on LeNet's, ResNet's and the CNN's products (150-2304 cells over
+L = 1088-26880) a second thread cost 1.0-1.4x more than it saved. Any other runs
+``EMBER_NUM_THREADS``. ``EMBER_CONV=numpy`` and a
 missing onnxruntime turn the route off, as for ``ort_conv``.
 """
 
@@ -29,6 +32,7 @@ from .ort_conv import _on, _run
 from .threads import _serial, num_threads
 
 _MIN_LENGTH = 256
+_THREAD_CELLS = 1 << 14  # M * N below which the product runs one MLAS thread
 _COLUMNS = 16  # output columns per pass of MLAS's SGEMM kernel (AVX-512; 2 x 8 with AVX2)
 _OPSETS = {"": 17}
 
@@ -67,7 +71,8 @@ def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     swap = _empty(m) <= _empty(n)  # M as MLAS's columns: y = b @ a^T, transposed back
     p, q = (b, a) if swap else (a, b)
-    threads = 1 if getattr(_serial, "on", False) else num_threads()
+    alone = getattr(_serial, "on", False) or m * n < _THREAD_CELLS
+    threads = 1 if alone else num_threads()
     out = np.empty((groups, m, n), dtype=np.float32)
     args = (p.shape[1], q.shape[1], length)
     for i in range(groups):

@@ -40,8 +40,8 @@ class Spy:
         self.ember: Counter[str] = Counter()
         run = ort_conv._run
 
-        def spy_run(build: Any, args: Any, feeds: Any) -> Any:
-            out = run(build, args, feeds)
+        def spy_run(build: Any, args: Any, feeds: Any, threads: int) -> Any:
+            out = run(build, args, feeds, threads)
             if out is not None:
                 self.ort[build.__name__] += 1
             return out
@@ -244,8 +244,13 @@ def _step(x: np.ndarray, w: np.ndarray, g: np.ndarray, s: int) -> None:
     ],
 )
 def test_rule_picks_the_forms(
-    spy: Spy, layer: tuple[int, ...], ort: dict[str, int], declined: dict[str, int]
+    spy: Spy,
+    layer: tuple[int, ...],
+    ort: dict[str, int],
+    declined: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", "1")  # one run per form (no batch shares)
     ort_conv._on(np.zeros(1, np.float32))  # the block size is found on the first call
     if ort_conv._block != 16:
         pytest.skip("the counts are those of a CPU with 16-float NCHWc blocks (AVX-512)")
@@ -335,6 +340,7 @@ def test_first_calls_from_many_threads_load_once(monkeypatch: pytest.MonkeyPatch
 def test_without_nchwc_kernels(spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
     """Block size 0 (an ARM build): plain Conv forwards, ConvTranspose input gradients (32 > 16
     channels), ember's weight gradients."""
+    monkeypatch.setenv("EMBER_NUM_THREADS", "1")  # one run per form (no batch shares)
     ort_conv._on(np.zeros(1, np.float32))
     monkeypatch.setattr(ort_conv, "_block", 0)
     for s in (1, 2):
@@ -412,6 +418,88 @@ def test_deterministic(threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for a, b2, c in zip(first, second, third, strict=True):
         np.testing.assert_array_equal(a, b2)
         np.testing.assert_array_equal(a, c)
+
+
+def _runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """(builder, batch of the run's first input, intra-op threads) of each ORT run from now on,
+    from whichever thread makes it."""
+    runs: list[tuple[str, int, int]] = []
+    run = ort_conv._run
+
+    def spy_run(build: Any, args: Any, feeds: Any, threads: int) -> Any:
+        runs.append((build.__name__, next(iter(feeds.values())).shape[0], threads))
+        return run(build, args, feeds, threads)
+
+    monkeypatch.setattr(ort_conv, "_run", spy_run)
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("layer", "threads"),
+    [
+        # (C, O, H=W, stride): the forward's multiply-adds against _THREAD_MACS = 16.8 M
+        ((16, 32, 32, 2), 2),  # 37.7 M: MLAS's second thread
+        ((16, 32, 16, 2), 1),  # 9.4 M: one thread
+    ],
+)
+def test_small_convs_run_one_ort_thread(
+    layer: tuple[int, ...], threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBER_NUM_THREADS", "2")
+    monkeypatch.delenv("EMBER_CONV", raising=False)
+    runs = _runs(monkeypatch)
+    c, o, hw, s = layer
+    x, w, g = _resnet_layer(c, o, hw, s)
+    conv.conv2d(x, w, None, (s, s), (1, 1), (1, 1), 1)
+    conv.conv2d_backward(g, x, w, (s, s), (1, 1), (1, 1), 1, False, True)
+    assert [(name, t) for name, _, t in runs] == [("_nchwc_conv", threads)] * 2
+    runs.clear()
+    with ort_conv_share():
+        conv.conv2d(x, w, None, (s, s), (1, 1), (1, 1), 1)
+    assert [t for *_, t in runs] == [1]  # inside a pool share: one thread whatever the size
+
+
+def ort_conv_share() -> Any:
+    """A block that runs as if inside a share of ember's pool."""
+    import contextlib
+
+    from ember.backend.numpy.kernels import threads as pool
+
+    @contextlib.contextmanager
+    def block() -> Any:
+        outer = getattr(pool._serial, "on", False)
+        pool._serial.on = True
+        try:
+            yield
+        finally:
+            pool._serial.on = outer
+
+    return block()
+
+
+@pytest.mark.parametrize("n", [32, 9])
+def test_large_conv_transpose_splits_the_batch(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stride-2 input gradient from _SPLIT_TRANSPOSE_MACS up: one ConvTranspose per batch
+    share on one ORT thread each at two threads, one whole-batch run at one thread; the same
+    bits either way, and a small one runs whole on one thread."""
+    monkeypatch.delenv("EMBER_CONV", raising=False)
+    runs = _runs(monkeypatch)
+    x, w, g = _resnet_layer(16, 32, 32, 2, n=n)  # N * 1.2 M multiply-adds
+    got = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("EMBER_NUM_THREADS", threads)
+        runs.clear()
+        gx, _, _ = conv.conv2d_backward(g, x, w, (2, 2), (1, 1), (1, 1), 1, True, False)
+        got[threads] = gx
+        transposes = sorted((b, t) for name, b, t in runs if name == "_conv_transpose")
+        half = -(-n // 2)
+        assert transposes == ([(n, 1)] if threads == "1" else sorted([(half, 1), (n - half, 1)]))
+    assert got["1"] is not None
+    np.testing.assert_array_equal(got["1"], got["2"])
+    x, w, g = _resnet_layer(16, 32, 16, 2, n=2)  # 0.6 M: below the split
+    runs.clear()
+    conv.conv2d_backward(g, x, w, (2, 2), (1, 1), (1, 1), 1, True, False)
+    assert [(name, b, t) for name, b, t in runs] == [("_conv_transpose", 2, 1)]
 
 
 @pytest.mark.parametrize(("s", "d", "op"), [(1, 2, 1), (1, 3, 2), (2, 2, 1)])
