@@ -300,8 +300,8 @@ def _conv(
         feeds["w"] = _reorder(weight, _block)
         args = (x.shape, weight.shape, stride, pads, dilation, has_bias, _block)
         return _run(_nchwc_conv, args, feeds, threads)
-    args = (x.shape, weight.shape, stride, pads, dilation, has_bias)
-    return _run(_plain_conv, args, feeds, threads)
+    plain = (x.shape, weight.shape, stride, pads, dilation, has_bias)
+    return _run(_plain_conv, plain, feeds, threads)
 
 
 def conv2d(
