@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .blas import serial
 from .im2col import _Geometry
-from .threads import _PARALLEL_MIN, _serial, _submit, num_threads
+from .threads import _PARALLEL_MIN, _serial, _share, _submit, num_threads
 
 # columns per chunk: 4 MiB. Each chunk costs a few NumPy calls, and two threads' calls meet at
 # the GIL: ResNet's 32x32 weight gradients at two threads 3.2 -> 2.1 ms from 2 MiB chunks
@@ -37,22 +37,13 @@ def by_images(n: int, work: int, fn: Callable[[int, int], None]) -> None:
     """Call ``fn(lo, hi)`` on one contiguous share of the ``n`` images per pool thread; inside
     ``fn`` the kernels stay serial (no nested splitting) and BLAS runs one thread."""
     threads = min(num_threads(), n)
-
-    def share(lo: int, hi: int) -> None:
-        was = getattr(_serial, "on", False)
-        _serial.on = True
-        try:
-            fn(lo, hi)
-        finally:
-            _serial.on = was
-
     if threads <= 1 or work < _PARALLEL_MIN or getattr(_serial, "on", False):
-        share(0, n)
+        _share(fn, 0, n)
         return
     per = -(-n // threads)
     with serial():
-        futures = [_submit(share, lo, min(lo + per, n)) for lo in range(per, n, per)]
-        share(0, per)
+        futures = [_submit(_share, fn, lo, min(lo + per, n)) for lo in range(per, n, per)]
+        _share(fn, 0, per)
         for f in futures:
             f.result()
 
