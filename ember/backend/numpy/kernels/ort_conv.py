@@ -42,7 +42,8 @@ _WGRAD_MAX_GRID = 256  # Ho*Wo: ORT's weight gradient wins at 16x16 and loses 1.
 # at two threads 11.6 -> 8.5 ms; bench/RESULTS.md)
 _THREAD_MACS = 1 << 24
 # a ConvTranspose from here is split over the batch on ember's pool, one ORT thread per share:
-# ORT's own threads gained 0.5-1.4x on it (LeNet's 15 M one ran 2x slower), the split 1.1-1.5x
+# ORT's own two threads ran it 0.5-1.4x as fast as one (LeNet's 15 M one half as fast), the
+# batch shares 1.1-1.5x faster than one thread
 _SPLIT_TRANSPOSE_MACS = 1 << 23
 Shape = tuple[int, ...]
 Pads = tuple[int, int, int, int]  # ONNX order: top, left, bottom, right
@@ -368,22 +369,22 @@ def _transpose(
     extra: Pair,
     dilation: Pair,
 ) -> np.ndarray | None:
-    """ConvTranspose(grad (N, O, Ho, Wo), weight (O, C, kh, kw)) -> ``out_shape``: on one ORT
-    thread, or from ``_SPLIT_TRANSPOSE_MACS`` up in one batch share per pool thread (each image
-    is computed alone, so the bits do not depend on the split)."""
+    """ConvTranspose(grad (N, O, Ho, Wo), weight (O, C, kh, kw)) -> ``out_shape``: from
+    ``_SPLIT_TRANSPOSE_MACS`` up in one batch share per pool thread on one ORT thread each (each
+    image is computed alone, so the bits do not depend on the split), else as one run."""
     feeds = _feeds(grad, weight, bias)
     has_bias = "b" in feeds
     macs = grad.size * weight[0].size
     n = grad.shape[0]
 
-    def run(lo: int, hi: int) -> np.ndarray | None:
+    def run(lo: int, hi: int, threads: int = 1) -> np.ndarray | None:
         part = {k: v[lo:hi] if k == "x" else v for k, v in feeds.items()}
         gs, xs = (hi - lo, *grad.shape[1:]), (hi - lo, *out_shape[1:])
         args = (gs, weight.shape, xs, stride, padding, extra, dilation, has_bias)
-        return _run(_conv_transpose, args, part, 1)
+        return _run(_conv_transpose, args, part, threads)
 
     if macs < _SPLIT_TRANSPOSE_MACS or n < 2 or num_threads() == 1:
-        return run(0, n)
+        return run(0, n, _threads(macs))  # ORT's threads only for a large single image
     out = np.empty(out_shape, dtype=np.float32)
     failed: list[bool] = []
 

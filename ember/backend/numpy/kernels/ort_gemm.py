@@ -18,9 +18,9 @@ is computed as (b @ a^T)^T, with M as the columns, unless M leaves a larger shar
 A product called from a pool share (the chunked weight gradient runs one per chunk on each pool
 thread) runs one MLAS thread, as does one of fewer than ``_THREAD_CELLS`` output cells: MLAS
 splits the output, and on LeNet's, ResNet's and the CNN's products (150-2304 cells over
-L = 1088-26880) a second thread cost 1.0-1.4x more than it saved. Any other runs
-``EMBER_NUM_THREADS``. ``EMBER_CONV=numpy`` and a
-missing onnxruntime turn the route off, as for ``ort_conv``.
+L = 1088-26880) two threads ran 1.0-1.4x slower than one. Any other runs
+``EMBER_NUM_THREADS``. ``EMBER_CONV=numpy`` and a missing onnxruntime turn the route off, as for
+``ort_conv``.
 """
 
 from __future__ import annotations
