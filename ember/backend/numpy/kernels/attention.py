@@ -11,6 +11,7 @@ go to the rule (the backward).
 
 from __future__ import annotations
 
+import math
 from types import NotImplementedType
 
 import numpy as np
@@ -84,10 +85,9 @@ def attention(
     if batch is None:
         return _attend(q, k, v, bias, keep, scale, is_causal)
     out = np.empty((*batch, q.shape[-2], v.shape[-1]), dtype=q.dtype)
-    rank = len(batch) + 2
 
     def share(lo: int, hi: int) -> None:
-        qs, ks, vs, bs, ms = (_lead(a, lo, hi, rank, batch[0]) for a in (q, k, v, bias, keep))
+        qs, ks, vs, bs, ms = _share_of(lo, hi, batch, q, k, v, bias, keep)
         p = attention_weights(qs, ks, bs, scale, is_causal)
         if keep.ndim:
             p *= ms
@@ -115,7 +115,6 @@ def attention_backward(
         return NotImplemented
     if any(a.shape[:-2] != batch for a in (q, k, v)):
         return NotImplemented  # a broadcast q, k or v: its gradient is a sum over shares
-    rank, lead = len(batch) + 2, batch[0]
     L, S = q.shape[-2], k.shape[-2]
     gq, gk, gv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     zero = np.zeros((), dtype=q.dtype)
@@ -123,7 +122,7 @@ def attention_backward(
     gkeep = np.empty((*batch, L, S), dtype=q.dtype) if keep.ndim else zero
 
     def share(lo: int, hi: int) -> None:
-        qs, ks, vs, bs, ms = (_lead(a, lo, hi, rank, lead) for a in (q, k, v, bias, keep))
+        qs, ks, vs, bs, ms = _share_of(lo, hi, batch, q, k, v, bias, keep)
         g = grad[lo:hi]
         p = attention_weights(qs, ks, bs, scale, is_causal)
         np.matmul(np.swapaxes(p * ms if keep.ndim else p, -1, -2), g, out=gv[lo:hi])
@@ -140,7 +139,7 @@ def attention_backward(
         np.matmul(gp, ks, out=gq[lo:hi])
         np.matmul(np.swapaxes(gp, -1, -2), qs, out=gk[lo:hi])
 
-    _parallel_split(lead, _score_elems(batch, q, k), share)
+    _parallel_split(batch[0], _score_elems(batch, q, k), share)
     return gq, gk, gv, gbias, gkeep
 
 
@@ -176,13 +175,16 @@ def _batch(*xs: np.ndarray) -> tuple[int, ...] | None:
     return batch if batch[0] >= 2 else None
 
 
-def _lead(a: np.ndarray, lo: int, hi: int, rank: int, lead: int) -> np.ndarray:
-    """``a``'s part in the batch share ``[lo, hi)``: sliced where it has the leading batch dim,
-    whole where it broadcasts along it (size 1 there, or fewer dims)."""
-    return a[lo:hi] if a.ndim == rank and a.shape[0] == lead else a
+def _share_of(
+    lo: int, hi: int, batch: tuple[int, ...], *arrays: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Each array's part in the batch share ``[lo, hi)``: sliced where it has the leading batch
+    dim, whole where it broadcasts along it (size 1 there, or fewer dims)."""
+    rank = len(batch) + 2
+    return tuple(a[lo:hi] if a.ndim == rank and a.shape[0] == batch[0] else a for a in arrays)
 
 
 def _score_elems(batch: tuple[int, ...], q: np.ndarray, k: np.ndarray) -> int:
     """The attention's score elements, its work for the split threshold (about 3.5 ns each at
     (64, 64) scores of head size 32 on one core: 64K of them outweigh a thread hand-off)."""
-    return int(np.prod(batch, dtype=np.int64)) * q.shape[-2] * k.shape[-2]
+    return math.prod(batch) * q.shape[-2] * k.shape[-2]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from .blas import serial
 from .im2col import _Geometry
-from .threads import _PARALLEL_MIN, _serial, _share, _submit, num_threads
+from .threads import _PARALLEL_MIN, _in_share, _share, _submit, num_threads
 
 # columns per chunk: 4 MiB. Each chunk costs a few NumPy calls, and two threads' calls meet at
 # the GIL: ResNet's 32x32 weight gradients at two threads 3.2 -> 2.1 ms from 2 MiB chunks
@@ -37,7 +37,7 @@ def by_images(n: int, work: int, fn: Callable[[int, int], None]) -> None:
     """Call ``fn(lo, hi)`` on one contiguous share of the ``n`` images per pool thread; inside
     ``fn`` the kernels stay serial (no nested splitting) and BLAS runs one thread."""
     threads = min(num_threads(), n)
-    if threads <= 1 or work < _PARALLEL_MIN or getattr(_serial, "on", False):
+    if threads <= 1 or work < _PARALLEL_MIN or _in_share():
         _share(fn, 0, n)
         return
     per = -(-n // threads)

@@ -32,7 +32,7 @@ import numpy as np
 
 from .im2col import Pair, _all_finite, _as_forward, _conv_out
 from .onnx_proto import Node, model
-from .threads import _parallel_split, _serial, num_threads
+from .threads import _call_threads, _parallel_split, num_threads
 
 _NCHWC = "com.microsoft.nchwc"
 _OPSETS = {"": 17, _NCHWC: 1}
@@ -143,7 +143,7 @@ def _session(
 def _threads(macs: int) -> int:
     """ORT's intra-op threads for a run of ``macs`` multiply-adds: ``EMBER_NUM_THREADS``, but one
     below ``_THREAD_MACS`` and inside a share of ember's pool (whose threads hold the cores)."""
-    return 1 if macs < _THREAD_MACS or getattr(_serial, "on", False) else num_threads()
+    return 1 if macs < _THREAD_MACS else _call_threads()
 
 
 def _run(

@@ -25,7 +25,7 @@ import numpy as np
 
 from .onnx_proto import Node, model
 from .ort_conv import _on, _run
-from .threads import _serial, num_threads
+from .threads import _call_threads
 
 _MS = "com.microsoft"
 _OPSETS = {"": 17, _MS: 1}
@@ -68,10 +68,6 @@ def _gelu_backward_graph() -> bytes:
     return model(nodes, inputs, {"y": ("n",)}, initializers=consts, opsets=_OPSETS)
 
 
-def _threads() -> int:
-    return 1 if getattr(_serial, "on", False) else num_threads()
-
-
 def gelu(x: np.ndarray) -> np.ndarray | None:
     """Exact GELU of a float32 array (any shape) on ORT; None where the route is off.
 
@@ -82,7 +78,7 @@ def gelu(x: np.ndarray) -> np.ndarray | None:
     """
     if not _on(x):
         return None
-    y = _run(_gelu_graph, (), {"x": x.reshape(-1)}, _threads())
+    y = _run(_gelu_graph, (), {"x": x.reshape(-1)}, _call_threads())
     return None if y is None else y.reshape(x.shape)
 
 
@@ -91,5 +87,5 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray | None:
     route is off."""
     if not _on(grad, x):
         return None
-    y = _run(_gelu_backward_graph, (), {"x": x.reshape(-1), "g": grad.reshape(-1)}, _threads())
+    y = _run(_gelu_backward_graph, (), {"x": x.reshape(-1), "g": grad.reshape(-1)}, _call_threads())
     return None if y is None else y.reshape(x.shape)

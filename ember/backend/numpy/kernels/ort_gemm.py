@@ -29,7 +29,7 @@ import numpy as np
 
 from .onnx_proto import Node, model
 from .ort_conv import _on, _run
-from .threads import _serial, num_threads
+from .threads import _call_threads
 
 _MIN_LENGTH = 256
 _THREAD_CELLS = 1 << 14  # M * N below which the product runs one MLAS thread
@@ -71,8 +71,7 @@ def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     swap = _empty(m) <= _empty(n)  # M as MLAS's columns: y = b @ a^T, transposed back
     p, q = (b, a) if swap else (a, b)
-    alone = getattr(_serial, "on", False) or m * n < _THREAD_CELLS
-    threads = 1 if alone else num_threads()
+    threads = 1 if m * n < _THREAD_CELLS else _call_threads()
     out = np.empty((groups, m, n), dtype=np.float32)
     args = (p.shape[1], q.shape[1], length)
     for i in range(groups):

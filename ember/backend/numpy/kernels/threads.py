@@ -13,9 +13,9 @@ import contextvars
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 import numpy as np
@@ -47,7 +47,7 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
     (on the calling thread alone inside another kernel's share)."""
     block = max(1, _BLOCK_ELEMS // max(cols, 1))
     n = num_threads()
-    if n == 1 or rows * cols < _PARALLEL_MIN or rows < 2 or getattr(_serial, "on", False):
+    if n == 1 or rows * cols < _PARALLEL_MIN or rows < 2 or _in_share():
         for lo in range(0, rows, block):
             fn(lo, min(lo + block, rows))
         return
@@ -67,14 +67,33 @@ def _parallel_rows(rows: int, cols: int, fn: Callable[[int, int], None]) -> None
 _serial = threading.local()  # .on: inside a share of split work, which must not split again
 
 
-def _share(fn: Callable[[int, int], None], lo: int, hi: int) -> None:
-    """``fn(lo, hi)`` as one share of split work: the kernels it calls run unsplit."""
-    outer = getattr(_serial, "on", False)
+def _in_share() -> bool:
+    """Whether this thread runs a share of split work (its kernels then run unsplit)."""
+    return getattr(_serial, "on", False)
+
+
+@contextmanager
+def _as_share() -> Iterator[None]:
+    """The block runs as one share of split work: the kernels it calls run unsplit (the outer
+    state comes back after it, so shares nest)."""
+    outer = _in_share()
     _serial.on = True
     try:
-        fn(lo, hi)
+        yield
     finally:
         _serial.on = outer
+
+
+def _share(fn: Callable[[int, int], None], lo: int, hi: int) -> None:
+    """``fn(lo, hi)`` as one share of split work."""
+    with _as_share():
+        fn(lo, hi)
+
+
+def _call_threads() -> int:
+    """The threads a library call (ONNX Runtime's intra-op pool) may use now: one inside a share
+    of split work, whose threads hold the cores, else ``num_threads()``."""
+    return 1 if _in_share() else num_threads()
 
 
 def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bool = True) -> None:
@@ -83,7 +102,7 @@ def _parallel_split(n: int, elems: int, fn: Callable[[int, int], None], blas: bo
     ``blas=False`` says ``fn`` makes no BLAS call: the BLAS threads are then left as they are
     (each switch costs the next threaded BLAS call a wake-up)."""
     pool = num_threads()
-    nested = getattr(_serial, "on", False)
+    nested = _in_share()
     if min(pool, n) <= 1 or elems < _PARALLEL_MIN or nested:
         # on this thread alone; with a pool, the BLAS serial too (no BLAS workers left spinning)
         with serial() if blas and pool > 1 and not nested else nullcontext():
@@ -126,9 +145,5 @@ def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
 
 def _unsplit(fn: Callable[[], np.ndarray]) -> np.ndarray:
     """Run ``fn`` on this thread with ``_parallel_split`` serial inside it."""
-    outer = getattr(_serial, "on", False)
-    _serial.on = True
-    try:
+    with _as_share():
         return fn()
-    finally:
-        _serial.on = outer

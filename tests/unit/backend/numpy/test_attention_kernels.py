@@ -210,10 +210,10 @@ def test_kernels_inside_a_share_run_unsplit(monkeypatch: pytest.MonkeyPatch) -> 
         ran: list[int] = []
         threads._parallel_rows(*big, lambda a, b: ran.append(threading.get_ident()))
         shares[lo] = (threading.get_ident(), set(ran))
-        assert getattr(threads._serial, "on", False)
+        assert threads._in_share()
 
     threads._parallel_split(2, 1 << 20, share)
-    assert not getattr(threads._serial, "on", False)
+    assert not threads._in_share()
     assert sorted(shares) == [0, 1]
     assert shares[0][0] != shares[1][0]  # the caller takes one share, a pool thread the other
     for owner, ran in shares.values():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ember.backend.numpy.kernels import conv, ort_conv
+from ember.backend.numpy.kernels import threads as pool
 
 pytest.importorskip("onnxruntime")
 
@@ -454,27 +455,9 @@ def test_small_convs_run_one_ort_thread(
     conv.conv2d_backward(g, x, w, (s, s), (1, 1), (1, 1), 1, False, True)
     assert [(name, t) for name, _, t in runs] == [("_nchwc_conv", threads)] * 2
     runs.clear()
-    with ort_conv_share():
+    with pool._as_share():
         conv.conv2d(x, w, None, (s, s), (1, 1), (1, 1), 1)
     assert [t for *_, t in runs] == [1]  # inside a pool share: one thread whatever the size
-
-
-def ort_conv_share() -> Any:
-    """A block that runs as if inside a share of ember's pool."""
-    import contextlib
-
-    from ember.backend.numpy.kernels import threads as pool
-
-    @contextlib.contextmanager
-    def block() -> Any:
-        outer = getattr(pool._serial, "on", False)
-        pool._serial.on = True
-        try:
-            yield
-        finally:
-            pool._serial.on = outer
-
-    return block()
 
 
 @pytest.mark.parametrize("n", [32, 9])
