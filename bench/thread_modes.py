@@ -4,7 +4,9 @@ For each workload of ``numpy_models.py`` at two threads, per round: ember with i
 (``pool``), with the pool's split threshold raised (``min1M``: 1 Mi elements), with splits turned
 off at one family of call sites (``no-conv``, ``no-elem``, ``no-matmul``, ``no-attn``,
 ``no-ortconv``), with no pool splits at all while BLAS and ONNX Runtime keep two threads
-(``noshare``), all on one thread (``serial``); then PyTorch at two and one threads. A study of
+(``noshare``), all on one thread (``serial``); then PyTorch at two and one threads. The arms'
+order turns each round: the first ember block after PyTorch's ran slower on the dev VMs, so a
+fixed order gave the first arm a handicap (session 19). A study of
 where the pool's second thread pays on a host (bench/RESULTS.md, session 17), not a benchmark of
 ember as it is. The modes patch module attributes between rounds.
 
@@ -119,8 +121,8 @@ modes = args.modes.split(",")
 for name in args.only.split(","):
     e, t = nm.ember_step(name), nm.torch_step(name)
     times = {m: [] for m in modes + ["torch", "torch1"]}
-    for _ in range(args.rounds):
-        for m in modes:
+    for r in range(args.rounds):
+        for m in modes[r % len(modes) :] + modes[: r % len(modes)]:  # each arm first in turn
             set_mode(m)
             nm._block(e, args.repeats, times[m])
             time.sleep(0.1)

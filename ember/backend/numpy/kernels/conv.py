@@ -47,7 +47,7 @@ def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     _parallel_split(length, (a.shape[1] + b.shape[1]) * a.shape[0] * length, run)
     if not partial:
         return np.zeros((a.shape[0], a.shape[1], b.shape[1]), dtype=np.result_type(a, b))
-    parts = list(partial.values())
+    parts = [partial[lo] for lo in sorted(partial)]  # share order, whichever finished first
     out = parts[0]
     for p in parts[1:]:
         out += p
@@ -264,7 +264,7 @@ def _conv2d_backward_chunks(
     t_rows = _weight_rows(weight, groups).transpose(0, 2, 1)
     zero_junk = not _all_finite(weight)
     gx = np.empty(x.shape, dtype=np.result_type(grad, weight)) if need_input else None
-    parts: list[np.ndarray] = []
+    parts: dict[int, np.ndarray] = {}
 
     def run(lo: int, hi: int) -> None:
         acc = None
@@ -276,16 +276,19 @@ def _conv2d_backward_chunks(
             if gx is not None:
                 g.col2im(np.matmul(t_rows, gr), zero_junk=zero_junk, out=gx[s:e])
         if acc is not None:
-            parts.append(acc)
+            parts[lo] = acc
 
     by_images(x.shape[0], work, run)
     return gx, (_sum_parts(parts, weight.shape) if need_weight else None)
 
 
-def _sum_parts(parts: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-    out = parts[0]
-    for p in parts[1:]:
-        out += p
+def _sum_parts(parts: dict[int, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """The per-share weight-gradient sums added in share order (whichever thread finished
+    first), so the bits do not depend on the threads' timing."""
+    keys = sorted(parts)
+    out = parts[keys[0]]
+    for k in keys[1:]:
+        out += parts[k]
     return out.reshape(shape)
 
 
@@ -434,7 +437,7 @@ def _transpose_backward_chunks(
     """conv_transpose2d's x and weight gradients, chunk by chunk."""
     rows = _weight_rows(weight, groups)
     gx = np.empty(x.shape, dtype=np.result_type(grad, weight)) if need_input else None
-    parts: list[np.ndarray] = []
+    parts: dict[int, np.ndarray] = {}
 
     def run(lo: int, hi: int) -> None:
         acc = None
@@ -446,7 +449,7 @@ def _transpose_backward_chunks(
                 p = _matmul_nt(g.rows(x[s:e], groups), cols)
                 acc = p if acc is None else np.add(acc, p, out=acc)
         if acc is not None:
-            parts.append(acc)
+            parts[lo] = acc
 
     by_images(grad.shape[0], work, run)
     return gx, (_sum_parts(parts, weight.shape) if need_weight else None)

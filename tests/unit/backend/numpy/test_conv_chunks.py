@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -156,3 +157,48 @@ def test_chunks_cover_every_image_once() -> None:
     spans = ch.each(2, 11)
     assert [(s, e) for s, e, _ in spans] == [(2, 6), (6, 10), (10, 11)]
     assert [g.shape[0] for _, _, g in spans] == [4, 4, 1]
+
+
+@pytest.mark.parametrize("late", [0, 2])
+def test_weight_gradient_sums_do_not_depend_on_which_share_ends_first(
+    late: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three threads, three per-share weight-gradient sums: they are added in share order, so
+    the bits are the same when one share finishes last (its thread held up) as when none is."""
+    monkeypatch.setenv("EMBER_CONV", "numpy")
+    monkeypatch.setenv("EMBER_NUM_THREADS", "3")
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((12, 8, 16, 16), dtype=np.float32)
+    w = rng.standard_normal((16, 8, 3, 3), dtype=np.float32)
+    g = rng.standard_normal((12, 16, 16, 16), dtype=np.float32)
+    t = rng.standard_normal((12, 16, 14, 14), dtype=np.float32)  # transposed conv -> x's shape
+    a = rng.standard_normal((1, 8, 1 << 15))  # float64: OpenBLAS's long-product partial sums
+    b = rng.standard_normal((1, 16, 1 << 15))
+
+    def run() -> list[np.ndarray]:
+        _, gw, _ = conv.conv2d_backward(g, x, w, (1, 1), (1, 1), (1, 1), 1, False, True)
+        _, tw, _ = conv.conv_transpose2d_backward(x, t, w, (1, 1), (0, 0), 1, (1, 1), False, True)
+        assert gw is not None and tw is not None
+        return [gw, tw, conv._matmul_nt(a, b)]
+
+    want = run()
+    started: list[int] = []
+
+    def held(split: Any) -> Any:
+        def wrapped(n: int, work: int, fn: Any, *rest: Any) -> None:
+            def share(lo: int, hi: int) -> None:
+                started.append(lo)
+                if (lo == 0) if late == 0 else (hi == n):
+                    time.sleep(0.05)  # this share ends after the others
+                fn(lo, hi)
+
+            split(n, work, share, *rest)
+
+        return wrapped
+
+    monkeypatch.setattr(conv, "by_images", held(conv.by_images))
+    monkeypatch.setattr(conv, "_parallel_split", held(conv._parallel_split))
+    got = run()
+    assert len(set(started)) >= 3  # three shares each time
+    for a_, e in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a_, e)
