@@ -47,11 +47,7 @@ def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     _parallel_split(length, (a.shape[1] + b.shape[1]) * a.shape[0] * length, run)
     if not partial:
         return np.zeros((a.shape[0], a.shape[1], b.shape[1]), dtype=np.result_type(a, b))
-    parts = [partial[lo] for lo in sorted(partial)]  # share order, whichever finished first
-    out = parts[0]
-    for p in parts[1:]:
-        out += p
-    return np.ascontiguousarray(out.transpose(0, 2, 1))
+    return np.ascontiguousarray(_sum_parts(partial).transpose(0, 2, 1))
 
 
 def _matmul_wide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -279,17 +275,18 @@ def _conv2d_backward_chunks(
             parts[lo] = acc
 
     by_images(x.shape[0], work, run)
-    return gx, (_sum_parts(parts, weight.shape) if need_weight else None)
+    return gx, (_sum_parts(parts).reshape(weight.shape) if need_weight else None)
 
 
-def _sum_parts(parts: dict[int, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
-    """The per-share weight-gradient sums added in share order (whichever thread finished
-    first), so the bits do not depend on the threads' timing."""
+def _sum_parts(parts: dict[int, np.ndarray]) -> np.ndarray:
+    """The per-share partial sums (keyed by each share's start) added in share order, whichever
+    thread finished first, so the bits do not depend on the threads' timing (in place in the
+    first share's array)."""
     keys = sorted(parts)
     out = parts[keys[0]]
     for k in keys[1:]:
         out += parts[k]
-    return out.reshape(shape)
+    return out
 
 
 def conv_transpose2d(
@@ -452,4 +449,4 @@ def _transpose_backward_chunks(
             parts[lo] = acc
 
     by_images(grad.shape[0], work, run)
-    return gx, (_sum_parts(parts, weight.shape) if need_weight else None)
+    return gx, (_sum_parts(parts).reshape(weight.shape) if need_weight else None)
