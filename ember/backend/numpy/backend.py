@@ -427,9 +427,7 @@ class NumpyBackend(Backend):
     # (ember/ops/activation.py, nn.py, conv.py). Each forward has a ``*_backward`` partner that
     # returns what the row's rule needs; each pair has a direct PyTorch equivalent (F.conv2d and
     # its grads, F.softmax, F.layer_norm, ...). Shapes and ranges were checked by ember.nn.
-    def relu(self, x: np.ndarray) -> np.ndarray:
-        return np.maximum(x, x.dtype.type(0))
-
+    relu = staticmethod(_act.relu)
     relu_backward = staticmethod(_act.relu_backward)  # (grad, out): grad where out > 0
     sigmoid = staticmethod(_act.sigmoid)
     softplus = staticmethod(_act.softplus)

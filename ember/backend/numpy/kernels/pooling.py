@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import ort_pool
 from .im2col import Pair, _all_finite
 from .pool_windows import avg_divisors, pad_widths, padded, pool_geometry, taps
 from .threads import _parallel_split
@@ -18,8 +19,12 @@ def max_pool2d(
     dilation: Pair,
     ceil_mode: bool = False,
 ) -> np.ndarray:
-    """(N, C, H, W) -> (N, C, Ho, Wo): the maximum of each window (-inf padding)."""
+    """(N, C, H, W) -> (N, C, Ho, Wo): the maximum of each window (-inf padding); float32 on
+    MLAS where ``ort_pool`` takes it."""
     out = pool_geometry(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    y_ort = ort_pool.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, out)
+    if y_ort is not None:
+        return y_ort
     xp = padded(x, kernel_size, stride, padding, dilation, out, -np.inf)
     keys = taps(kernel_size, stride, dilation, out)
     y = np.empty((*x.shape[:2], *out), dtype=x.dtype)
@@ -62,8 +67,10 @@ def max_pool2d_backward(
 
     def run(lo: int, hi: int) -> None:
         xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
-        vals = [xb[key] for key in keys]
-        best = np.array(vals[0], copy=True)
+        # each tap's values copied out once: the strided views cost NumPy's slow loops in every
+        # op that reads them (copied, the max and compares below ran 1.3x faster)
+        vals = [np.ascontiguousarray(xb[key]) for key in keys]
+        best = vals[0].copy()
         for v in vals[1:]:
             np.maximum(best, v, out=best)
         has_nan = bool(np.isnan(best).any())
