@@ -53,11 +53,11 @@ def test_the_mlas_pool_matches_embers_kernel_bit_for_bit(
     x[0, 0, 1, :] = -np.inf  # -inf beside finite values
     x[-1, -1, :3, :3] = 1.5  # ties
     got = _ort(x, case)
-    assert got is not None, "the route declined a finite float32 input"
+    assert got is not None, "the route declined a NaN-free float32 input"
     want = _ember(x, case, monkeypatch)
     assert got.dtype == np.float32 and got.shape == want.shape
     assert np.array_equal(got, want)
-    assert np.array_equal(pooling.max_pool2d(x, *case[1:]), want)  # the kernel takes the route
+    assert np.array_equal(pooling.max_pool2d(x, *case[1:]), want)  # the kernel answers the same
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
