@@ -22,15 +22,32 @@ def alternating_ms(
     Rounds alternate so drifting load on a shared machine hits both sides; a pause between
     blocks lets the other library's idle worker threads stop spinning first.
     """
-    ta: list[float] = []
-    tb: list[float] = []
-    for _ in range(rounds):
-        for fn, acc in ((a, ta), (b, tb)):
+    ta, tb = alternating([a, b], repeats, rounds)
+    return ta, tb
+
+
+def alternating(
+    arms: list[Callable[[], object]],
+    repeats: int,
+    rounds: int = 5,
+    pause: float = 0.2,
+    turn: bool = False,
+) -> list[list[float]]:
+    """``alternating_ms`` for any number of arms: each arm's times (milliseconds), ``pause``
+    seconds after each block; ``turn`` reverses the arms' order every other round, so no arm
+    always runs right after the same other one."""
+    times: list[list[float]] = [[] for _ in arms]
+    for r in range(rounds):
+        order = list(range(len(arms)))
+        if turn and r % 2:
+            order.reverse()
+        for i in order:
             for _ in range(3):
-                fn()  # warm-up
+                arms[i]()  # warm-up
             for _ in range(repeats):
                 t = time.perf_counter()
-                fn()
-                acc.append(1e3 * (time.perf_counter() - t))
-            time.sleep(0.2)
-    return ta, tb
+                arms[i]()
+                times[i].append(1e3 * (time.perf_counter() - t))
+            if pause:
+                time.sleep(pause)
+    return times

@@ -3,7 +3,8 @@ kernels and against the plain NumPy forms ember used before session 20 (issue 20
 
 Shapes: the first and second 2x2 pools of LeNet and of ``ember bench cnn`` (batch 64), ReLU on
 the same inputs. Rows (microseconds, medians of ``--rounds`` alternating rounds, each arm timed
-``--repeats`` calls in a block) and the ratios ember / PyTorch and ember / plain NumPy:
+``--repeats`` calls in a block by ``_timing.alternating``) and the ratios ember / PyTorch and
+ember / plain NumPy:
 
 - ``max_pool2d``: ember (MLAS's pooling through ONNX Runtime where it takes the input) against
   ``F.max_pool2d`` and a copy plus ``np.maximum`` over the taps' strided views;
@@ -24,9 +25,10 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
+
+from _timing import alternating
 
 Fn = Callable[[], object]
 SHAPES = {
@@ -35,27 +37,6 @@ SHAPES = {
     "cnn-1": (64, 32, 28, 28),
     "cnn-2": (64, 32, 14, 14),
 }
-
-
-def _block_us(fn: Fn, repeats: int, out: list[float]) -> None:
-    for _ in range(3):
-        fn()
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(1e6 * (time.perf_counter() - t))
-
-
-def _median_us(arms: list[Fn], rounds: int, repeats: int) -> list[float]:
-    """Each arm's median over ``rounds`` rounds, the arms' order turned every round."""
-    times: list[list[float]] = [[] for _ in arms]
-    for r in range(rounds):
-        order = list(range(len(arms)))
-        if r % 2:
-            order.reverse()
-        for i in order:
-            _block_us(arms[i], repeats, times[i])
-    return [statistics.median(t) for t in times]
 
 
 def _plain_forms() -> dict[str, Callable[..., object]]:
@@ -149,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
         gr = rng.standard_normal(shape, dtype=np.float32)
         rows = _rows(b, plain, x, g, gr)
         for op, arms in rows.items():
-            em, th, pl = _median_us(list(arms), args.rounds, args.repeats)
+            times = alternating(list(arms), args.repeats, args.rounds, pause=0.0, turn=True)
+            em, th, pl = (1e3 * statistics.median(t) for t in times)
             print(
                 f"{name:8s} {op:20s} ember {em:7.0f}  torch {th:7.0f}  numpy {pl:7.0f}"
                 f"  ratio torch {em / th:5.2f}  numpy {em / pl:5.2f}"

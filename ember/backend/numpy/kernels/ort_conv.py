@@ -163,6 +163,25 @@ def _run(
         return None
 
 
+def batch_shares(
+    run: Callable[[int, int], np.ndarray | None], shape: Shape, work: int
+) -> np.ndarray | None:
+    """``run(lo, hi)``'s float32 results for one batch share per pool thread, gathered into one
+    ``shape`` array (``work``: the total for ``_parallel_split``); None if any share failed."""
+    out = np.empty(shape, dtype=np.float32)
+    failed: list[bool] = []
+
+    def share(lo: int, hi: int) -> None:
+        y = run(lo, hi)
+        if y is None:
+            failed.append(True)
+        else:
+            out[lo:hi] = y
+
+    _parallel_split(shape[0], work, share, blas=False)
+    return None if failed else out
+
+
 # ------------------------------------------------------------------------------ graphs
 def _fits(c: int, o: int) -> bool:
     """The NCHWc conv's channel rule (ORT's NchwcTransformer) for C in, O out."""
@@ -385,18 +404,7 @@ def _transpose(
 
     if macs < _SPLIT_TRANSPOSE_MACS or n < 2 or num_threads() == 1:
         return run(0, n, _threads(macs))  # ORT's threads only for a large single image
-    out = np.empty(out_shape, dtype=np.float32)
-    failed: list[bool] = []
-
-    def share(lo: int, hi: int) -> None:
-        y = run(lo, hi)
-        if y is None:
-            failed.append(True)
-        else:
-            out[lo:hi] = y
-
-    _parallel_split(n, macs, share, blas=False)
-    return None if failed else out
+    return batch_shares(run, out_shape, macs)
 
 
 def _transposed_size(size: int, k: int, s: int, p: int, d: int) -> int:

@@ -6,9 +6,9 @@ over the taps (``bench/pool_relu.py``). Two cases where MLAS and ember differ ar
 
 - MLAS drops a NaN unless it is a window's last tap, where ember (as PyTorch) propagates it: an
   input holding a NaN runs ember's kernel (one max over x finds it: NumPy's max propagates NaN);
-- MLAS starts a window that reads padding (or ceil mode's overhang) at float32's lowest value,
-  not -inf: an output holding that value (such a window of -inf, or a true -3.4e38) is computed
-  again by ember's kernel, whose padding is -inf.
+- MLAS starts a window at float32's lowest value, not -inf (seen where it reads padding or ceil
+  mode's overhang, and in a 4x4 window): an output holding that value (a window of -inf, or a
+  true -3.4e38) is computed again by ember's kernel, whose padding is -inf.
 
 Large inputs run one batch share per pool thread on one ORT thread each: each image is pooled
 alone, so the bits do not depend on the split. ``None`` answers wherever ember's kernel must
@@ -17,14 +17,12 @@ run (the route off, another dtype, an empty input, the cases above, a shape ORT 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from .im2col import Pair
 from .onnx_proto import Node, model
-from .ort_conv import _on, _run
-from .threads import _parallel_split, num_threads
+from .ort_conv import _on, _run, batch_shares
+from .threads import num_threads
 
 _OPSETS = {"": 17}
 # input elements from which the batch is split between the pool's threads: MLAS pools about
@@ -76,25 +74,8 @@ def max_pool2d(
     if x.size < _SPLIT_ELEMS or n < 2 or num_threads() == 1:
         y = run(0, n)
     else:
-        y = _split(run, n, (n, c, *out), x.size)
+        y = batch_shares(run, (n, c, *out), x.size)
+    # checked without padding too: MLAS's 4x4 unpadded windows of -inf also gave the lowest value
     if y is not None and bool(np.equal(y, _LOWEST).any()):
         return None
     return y
-
-
-def _split(
-    run: Callable[[int, int], np.ndarray | None], n: int, shape: tuple[int, ...], work: int
-) -> np.ndarray | None:
-    """``run``'s batch shares, one per pool thread, in one array; None if any share failed."""
-    y = np.empty(shape, dtype=np.float32)
-    failed: list[bool] = []
-
-    def share(lo: int, hi: int) -> None:
-        part = run(lo, hi)
-        if part is None:
-            failed.append(True)
-        else:
-            y[lo:hi] = part
-
-    _parallel_split(n, work, share, blas=False)
-    return None if failed else y
