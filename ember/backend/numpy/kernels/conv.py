@@ -16,7 +16,7 @@ from . import ort_conv, ort_gemm
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
-from .threads import _PARALLEL_MIN, _parallel_split, _submit, _unsplit, num_threads
+from .threads import _PARALLEL_MIN, _in_share, _parallel_split, _submit, _unsplit, num_threads
 
 
 def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -149,11 +149,13 @@ def conv2d_backward(
     """Gradients of ``conv2d`` for x, weight and bias, each only when asked for."""
     kernel = (weight.shape[2], weight.shape[3])
     if groups == 1 and (need_input or need_weight):
-        gx = gw = None
-        if need_input:
-            gx = ort_conv.input_grad(grad, weight, None, x.shape, stride, padding, dilation)
-        if need_weight:
-            gw = ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
+        gx, gw = _ort_grads(
+            lambda: ort_conv.input_grad(grad, weight, None, x.shape, stride, padding, dilation),
+            lambda: ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation),
+            need_input,
+            need_weight,
+            grad.size * weight[0].size,
+        )
         if gx is not None or gw is not None:
             rest = (grad, x, weight, stride, padding, dilation, 1)
             gx, gw = _after_ort(gx, gw, need_input, need_weight, _conv2d_backward, rest)
@@ -161,6 +163,26 @@ def conv2d_backward(
     return _conv2d_backward(
         grad, x, weight, stride, padding, dilation, groups, need_input, need_weight, need_bias
     )
+
+
+def _ort_grads(
+    input_grad: Callable[[], np.ndarray | None],
+    weight_grad: Callable[[], np.ndarray | None],
+    need_input: bool,
+    need_weight: bool,
+    macs: int,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """ORT's input and weight gradients of a conv of ``macs`` multiply-adds (None where not
+    needed or declined). Where both are needed and each runs one ORT thread anyway (a conv below
+    ``ort_conv``'s thread threshold), they run at once, one pool thread each: LeNet's second
+    conv (15 M) split its input gradient over the batch and ran the weight gradient after it,
+    leaving a core idle; each gradient is computed alone either way, so the bits are the same."""
+    if need_input and need_weight and num_threads() > 1 and not _in_share():
+        if ort_conv.one_thread(macs):
+            gw_future = _submit(_unsplit, weight_grad)
+            gx = _unsplit(input_grad)
+            return gx, gw_future.result()
+    return (input_grad() if need_input else None), (weight_grad() if need_weight else None)
 
 
 def _after_ort(
@@ -352,14 +374,21 @@ def conv_transpose2d_backward(
     the same weight, the weight's that conv's weight gradient with input grad and output
     gradient x."""
     kernel = (weight.shape[2], weight.shape[3])
-    gx = gw = None
     if groups == 1 and (need_input or need_weight):
-        if need_input:
+
+        def input_grad() -> np.ndarray | None:
             gx = ort_conv.conv2d(grad, weight, None, stride, padding, dilation)
             if gx is not None and gx.shape != x.shape:  # output padding past the stride: the
                 gx = np.ascontiguousarray(gx[:, :, : x.shape[2], : x.shape[3]])  # rows no x has
-        if need_weight:
-            gw = ort_conv.weight_grad(x, grad, kernel, stride, padding, dilation)
+            return gx
+
+        gx, gw = _ort_grads(
+            input_grad,
+            lambda: ort_conv.weight_grad(x, grad, kernel, stride, padding, dilation),
+            need_input,
+            need_weight,
+            x.size * weight[0].size,
+        )
         if gx is not None or gw is not None:
             rest = (grad, x, weight, stride, padding, 1, dilation)
             gx, gw = _after_ort(gx, gw, need_input, need_weight, _conv_transpose2d_backward, rest)

@@ -140,10 +140,15 @@ def _session(
         return None
 
 
+def one_thread(macs: int) -> bool:
+    """Whether a run of ``macs`` multiply-adds takes one ORT thread wherever it is called."""
+    return macs < _THREAD_MACS
+
+
 def _threads(macs: int) -> int:
     """ORT's intra-op threads for a run of ``macs`` multiply-adds: ``EMBER_NUM_THREADS``, but one
     below ``_THREAD_MACS`` and inside a share of ember's pool (whose threads hold the cores)."""
-    return 1 if macs < _THREAD_MACS else _call_threads()
+    return 1 if one_thread(macs) else _call_threads()
 
 
 def _run(

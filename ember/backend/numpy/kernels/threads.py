@@ -143,7 +143,7 @@ def _as_rows(x: np.ndarray, dim: int) -> np.ndarray | None:
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
-def _unsplit(fn: Callable[[], np.ndarray]) -> np.ndarray:
+def _unsplit(fn: Callable[[], _T]) -> _T:
     """Run ``fn`` on this thread with ``_parallel_split`` serial inside it."""
     with _as_share():
         return fn()

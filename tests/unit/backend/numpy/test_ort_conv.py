@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from collections import Counter
 from typing import Any
 
@@ -506,3 +507,46 @@ def test_output_padding_up_to_the_dilation(s: int, d: int, op: int) -> None:
         assert got is not None and want is not None
         ref = want.detach().numpy()
         np.testing.assert_allclose(got, ref, rtol=0, atol=2e-5 * float(np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_small_conv_gradients_run_at_once(
+    transposed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below _THREAD_MACS, with both gradients asked for at two threads, ORT's input and weight
+    gradients run at once on two threads (one ORT thread each), with the bits of one thread;
+    a large conv, or one gradient alone, runs them on the calling thread."""
+    monkeypatch.delenv("EMBER_CONV", raising=False)
+    rng = np.random.default_rng(11)
+    # LeNet's second layer (15.4 M multiply-adds); its transpose with the roles swapped
+    x = rng.standard_normal((64, 6, 14, 14), dtype=np.float32)
+    w = rng.standard_normal((16, 6, 5, 5), dtype=np.float32)
+    g = rng.standard_normal((64, 16, 10, 10), dtype=np.float32)
+    if transposed:
+        x, g, w = g, x, w.copy()
+    backward = conv.conv_transpose2d_backward if transposed else conv.conv2d_backward
+    geo = ((1, 1), (0, 0), 1, (1, 1)) if transposed else ((1, 1), (0, 0), (1, 1), 1)
+    assert ort_conv.one_thread(x.size * w[0].size if transposed else g.size * w[0].size)
+    callers: list[tuple[str, int]] = []
+    run = ort_conv._run
+
+    def spy_run(build: Any, args: Any, feeds: Any, threads: int) -> Any:
+        callers.append((build.__name__, threading.get_ident()))
+        return run(build, args, feeds, threads)
+
+    monkeypatch.setattr(ort_conv, "_run", spy_run)
+    got = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("EMBER_NUM_THREADS", threads)
+        callers.clear()
+        gx, gw, _ = backward(g, x, w, *geo, True, True, False)  # type: ignore[operator]
+        assert gx is not None and gw is not None
+        got[threads] = (gx, gw)
+        idents = {ident for _, ident in callers}
+        assert len(callers) == 2 and len(idents) == int(threads)
+        assert threading.get_ident() in idents
+    for a, b in zip(got["1"], got["2"], strict=True):
+        np.testing.assert_array_equal(a, b)
+    callers.clear()
+    backward(g, x, w, *geo, False, True, False)  # type: ignore[operator]
+    assert {ident for _, ident in callers} == {threading.get_ident()}
