@@ -69,6 +69,10 @@ def max_pool2d_backward(
         for i in range(2)
     )
     gxp = np.empty(xp.shape, dtype=grad.dtype) if tiled else np.zeros(xp.shape, dtype=grad.dtype)
+    # a tap that is not its window's first maximum gets zero: a multiply by the bool mask,
+    # unless grad holds a NaN or an infinity (times zero, NaN), which takes np.where
+    finite = bool(np.isfinite(grad).all())
+    zero = np.zeros((), dtype=grad.dtype)
 
     def run(lo: int, hi: int) -> None:
         xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]
@@ -88,10 +92,12 @@ def max_pool2d_backward(
                 first |= np.isnan(vals[i])
             if taken is not None:
                 np.greater(first, taken, out=first)  # first and not taken
-            if disjoint:
+            if disjoint and finite:
                 np.multiply(gb, first, out=gxb[key])
+            elif disjoint:
+                gxb[key] = np.where(first, gb, zero)
             else:
-                gxb[key] += np.multiply(gb, first)
+                gxb[key] += np.multiply(gb, first) if finite else np.where(first, gb, zero)
             if i < len(keys) - 1:
                 taken = first if taken is None else np.logical_or(taken, first, out=taken)
 
