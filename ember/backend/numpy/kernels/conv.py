@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import ort_conv, ort_gemm
+from . import conv_dense, ort_conv, ort_gemm
 from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
@@ -83,11 +83,13 @@ def conv2d(
     dilation: Pair,
     groups: int,
 ) -> np.ndarray:
+    kernel = (weight.shape[2], weight.shape[3])
+    if groups == 1 and conv_dense.covers(x.shape, kernel, padding, dilation):
+        return conv_dense.conv2d(x, weight, bias)
     if groups == 1:
         y_ort = ort_conv.conv2d(x, weight, bias, stride, padding, dilation)
         if y_ort is not None:
             return y_ort
-    kernel = (weight.shape[2], weight.shape[3])
     geo = _Geometry(x.shape, kernel, stride, padding, dilation)
     rows = _weight_rows(weight, groups)
     work = x.shape[0] * geo.columns * weight[0].size * weight.shape[0]
@@ -148,6 +150,9 @@ def conv2d_backward(
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """Gradients of ``conv2d`` for x, weight and bias, each only when asked for."""
     kernel = (weight.shape[2], weight.shape[3])
+    if groups == 1 and conv_dense.covers(x.shape, kernel, padding, dilation):
+        gx, gw = conv_dense.conv2d_backward(grad, x, weight, need_input, need_weight)
+        return gx, gw, _bias_grad(grad, need_bias)
     if groups == 1 and (need_input or need_weight):
 
         def weight_grad() -> np.ndarray | None:
@@ -353,6 +358,9 @@ def conv_transpose2d(
     )
     # a conv2d from the output back to x has weight (C_in, C_out/G, kh, kw) = (O, Cg, kh, kw):
     # this op is that conv's input gradient
+    if groups == 1 and conv_dense.covers_transposed(x.shape, padding, dilation):
+        if output_padding == (0, 0):
+            return conv_dense.conv_transpose2d(x, weight, bias)
     if groups == 1:
         y_ort = ort_conv.input_grad(x, weight, bias, out_shape, stride, padding, dilation)
         if y_ort is not None:
@@ -395,6 +403,10 @@ def conv_transpose2d_backward(
     the same weight, the weight's that conv's weight gradient with input grad and output
     gradient x."""
     kernel = (weight.shape[2], weight.shape[3])
+    if groups == 1 and conv_dense.covers_transposed(x.shape, padding, dilation):
+        if grad.shape[2:] == kernel:  # no output padding
+            gx, gw = conv_dense.conv_transpose2d_backward(grad, x, weight, need_input, need_weight)
+            return gx, gw, _bias_grad(grad, need_bias)
     if groups == 1 and (need_input or need_weight):
 
         def input_grad() -> np.ndarray | None:
