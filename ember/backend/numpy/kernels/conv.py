@@ -13,10 +13,9 @@ from collections.abc import Callable
 import numpy as np
 
 from . import conv_dense, ort_conv, ort_gemm
-from .blas import serial
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
-from .threads import _PARALLEL_MIN, _in_share, _parallel_split, _submit, _unsplit, num_threads
+from .threads import _PARALLEL_MIN, _at_once, _parallel_split
 
 
 def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -203,11 +202,8 @@ def _ort_grads(
     they run at once, one pool thread each: LeNet's second conv (15 M) split its input gradient
     over the batch and ran the weight gradient after it, leaving a core idle; each gradient is
     computed alone either way, so the bits are the same."""
-    if need_input and need_weight and num_threads() > 1 and not _in_share():
-        if ort_conv.one_thread(macs):
-            gw_future = _submit(_unsplit, weight_grad)
-            gx = _unsplit(input_grad)
-            return gx, gw_future.result()
+    if need_input and need_weight and ort_conv.one_thread(macs):
+        return _at_once(input_grad, weight_grad)
     return (input_grad() if need_input else None), (weight_grad() if need_weight else None)
 
 
@@ -282,12 +278,9 @@ def _conv2d_backward(
         return geo.col2im(dcols, zero_junk=not _all_finite(weight))
 
     gx = gw = None
-    if need_weight and need_input and num_threads() > 1 and g.size * 8 >= _PARALLEL_MIN:
+    if need_weight and need_input and g.size * 8 >= _PARALLEL_MIN:
         # the two gradients are independent: one pool thread each, instead of splitting both
-        with serial():
-            gw_future = _submit(_unsplit, weight_grad)
-            gx = _unsplit(input_grad)
-            gw = gw_future.result()
+        gx, gw = _at_once(input_grad, weight_grad)
     else:
         gw = weight_grad() if need_weight else None
         gx = input_grad() if need_input else None

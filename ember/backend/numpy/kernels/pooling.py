@@ -70,8 +70,9 @@ def max_pool2d_backward(
     )
     gxp = np.empty(xp.shape, dtype=grad.dtype) if tiled else np.zeros(xp.shape, dtype=grad.dtype)
     # a tap that is not its window's first maximum gets zero: a multiply by the bool mask,
-    # unless grad holds a NaN or an infinity (times zero, NaN), which takes np.where
-    finite = bool(np.isfinite(grad).all())
+    # unless grad holds a NaN or an infinity (times zero, NaN), which takes np.where (as does
+    # a grad whose sum overflows)
+    finite = _all_finite(grad)
     zero = np.zeros((), dtype=grad.dtype)
 
     def run(lo: int, hi: int) -> None:

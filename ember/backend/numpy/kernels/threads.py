@@ -147,3 +147,17 @@ def _unsplit(fn: Callable[[], _T]) -> _T:
     """Run ``fn`` on this thread with ``_parallel_split`` serial inside it."""
     with _as_share():
         return fn()
+
+
+_U = TypeVar("_U")
+
+
+def _at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
+    """``first()`` on this thread and ``second()`` on a pool thread at the same time, each as one
+    share (its kernels unsplit, BLAS on one thread): two independent halves of a kernel. One
+    after the other on this thread with a pool of one or inside another share."""
+    if num_threads() == 1 or _in_share():
+        return first(), second()
+    with serial():
+        later = _submit(_unsplit, second)
+        return _unsplit(first), later.result()
