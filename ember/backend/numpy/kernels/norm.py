@@ -11,7 +11,6 @@ products of contiguous rows, and a per-channel factor is a (C * L,) row broadcas
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable
 from types import NotImplementedType
@@ -203,16 +202,16 @@ def _length(x: np.ndarray) -> int:
 def batch_stats(x: np.ndarray, correction: int) -> tuple[np.ndarray, np.ndarray]:
     """``(mean, var)`` per channel of x (N, C, *), both (C,), the variance over ``count -
     correction``: a sum, the centred array and one dot product per (n, c) row (no transposed
-    copy, no squared array). Right after ``batch_norm`` of the same array (a training step's
-    running statistics) its statistics are reused: the same sums, not computed again."""
+    copy, no squared array). For an array ``batch_norm`` normalised (a training step's running
+    statistics) its statistics are reused: the same sums, not computed again."""
     length, c = _length(x), x.shape[1]
     count = x.shape[0] * length
     if x.dtype not in _EXACT:
         flat = x.reshape(x.shape[0], c, -1).transpose(1, 0, 2).reshape(c, -1)
         return flat.mean(axis=1, dtype=x.dtype), flat.var(axis=1, ddof=correction, dtype=x.dtype)
-    last = getattr(_last, "stats", None)
-    if last is not None and last[0]() is x:
-        mean, sq = last[1], last[2]
+    known = _recalled(x)
+    if known is not None:
+        mean, sq = known
     else:
         x2 = _rows2(x)
         mean, sq = np.empty(c, x.dtype), np.empty(c, x.dtype)
@@ -225,7 +224,30 @@ def batch_stats(x: np.ndarray, correction: int) -> tuple[np.ndarray, np.ndarray]
     return mean, sq / x.dtype.type(count - correction)
 
 
-_last = threading.local()  # .stats: (weakref to batch_norm's x, mean, centred sum of squares)
+# the statistics of each live array ``batch_norm`` normalised, by id(x): (a weak reference to x,
+# mean, centred sum of squares), both (C,). ``batch_stats`` and ``batch_norm_backward`` of the same
+# array read them instead of summing x again (the backward then makes 6 passes over x, not 8);
+# an entry goes when its array does
+_stats: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray]] = {}
+
+
+def _remember(x: np.ndarray, mean: np.ndarray, sq: np.ndarray) -> None:
+    key = id(x)
+
+    def forget(ref: weakref.ref[np.ndarray]) -> None:
+        entry = _stats.get(key)
+        if entry is not None and entry[0] is ref:
+            _stats.pop(key, None)
+
+    _stats[key] = (weakref.ref(x, forget), mean, sq)
+
+
+def _recalled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``batch_norm``'s (mean, centred sum of squares) of this very array, or None."""
+    entry = _stats.get(id(x))
+    if entry is None or entry[0]() is not x:
+        return None
+    return entry[1], entry[2]
 
 
 def _by_channels(x2: np.ndarray, c: int, length: int, fn: Callable[[int, int], None]) -> None:
@@ -279,7 +301,7 @@ def batch_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
             xc += _spread(shift, length)
 
     _by_channels(x2, c, length, run)
-    _last.stats = (weakref.ref(x), mean, sq)
+    _remember(x, mean, sq)
     if finite.all():
         return out.reshape(x.shape)
     # a non-finite statistic or parameter (checked on the small per-channel arrays)
@@ -325,12 +347,18 @@ def batch_norm_backward(
     count = f(x.shape[0] * length)
     gx = np.empty_like(x2)
     rstd, sg, sgx, finite = np.empty(c, x.dtype), np.empty(c, x.dtype), np.empty(c, x.dtype), [True]
+    known = _recalled(x)  # the forward's statistics: the same bits as summing x again
 
     def run(lo: int, hi: int) -> None:
         cols = slice(lo * length, hi * length)
         xc, g = gx[:, cols], g2[:, cols]
-        mean, _ = _centred(x2[:, cols], length, out=xc)
-        r = f(1) / np.sqrt(_channel_dot(xc, xc, length) / count + f(eps))
+        if known is None:
+            mean, _ = _centred(x2[:, cols], length, out=xc)
+            sq = _channel_dot(xc, xc, length)
+        else:
+            mean, sq = known[0][lo:hi], known[1][lo:hi]
+            np.subtract(x2[:, cols], _spread(mean, length), out=xc)
+        r = f(1) / np.sqrt(sq / count + f(eps))
         s, sx = _channel_sum(g, length), _channel_dot(g, xc, length)
         k = r * weight[lo:hi]
         rstd[lo:hi], sg[lo:hi], sgx[lo:hi] = r, s, sx

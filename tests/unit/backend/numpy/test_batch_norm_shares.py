@@ -1,7 +1,9 @@
-"""The NumPy batch-norm kernels worked in channel shares on the pool, and ``batch_stats`` reusing
-the statistics of the ``batch_norm`` call just before it on the same array."""
+"""The NumPy batch-norm kernels worked in channel shares on the pool, and ``batch_stats`` and the
+backward reusing the statistics of the ``batch_norm`` call on the same array."""
 
 from __future__ import annotations
+
+import gc
 
 import numpy as np
 import pytest
@@ -102,6 +104,43 @@ def test_batch_stats_reuses_the_forward_statistics(monkeypatch: pytest.MonkeyPat
     other = x + np.float32(1)  # a different array is not served from the cache
     monkeypatch.undo()
     np.testing.assert_allclose(norm.batch_stats(other, 1)[0], fresh[0] + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("threads_", ["1", "2"])
+@pytest.mark.parametrize("shape", [(64, 12, 40, 40), (8, 6, 9, 9), (16, 7)])
+def test_backward_reuses_the_forward_statistics(
+    monkeypatch: pytest.MonkeyPatch, threads_: str, shape: tuple[int, ...]
+) -> None:
+    """After ``batch_norm`` of x the backward reads its mean and sum of squares instead of summing
+    x again (the first shape is above the split threshold): the same bits as summing again."""
+    monkeypatch.setenv("EMBER_NUM_THREADS", threads_)
+    rng = np.random.default_rng(13)
+    x = rng.normal(loc=-2.0, scale=3.0, size=shape).astype(np.float32)
+    g = rng.normal(size=shape).astype(np.float32)
+    w = rng.normal(size=shape[1]).astype(np.float32)
+    b = rng.normal(size=shape[1]).astype(np.float32)
+    fresh = norm.batch_norm_backward(g, x.copy(), w, b, 1e-5)  # no forward of that copy
+    norm.batch_norm(x, w, b, 1e-5)
+    sums = []
+    real = norm._channel_dot
+    monkeypatch.setattr(norm, "_centred", lambda *a, **k: pytest.fail("x summed again"))
+    monkeypatch.setattr(norm, "_channel_dot", lambda *a: sums.append(1) or real(*a))
+    reused = norm.batch_norm_backward(g, x, w, b, 1e-5)
+    assert not isinstance(fresh, type(NotImplemented))
+    assert not isinstance(reused, type(NotImplemented))
+    assert sums  # sum(g * xc) is still the backward's own
+    for r, f in zip(reused, fresh):
+        np.testing.assert_array_equal(r, f)
+
+
+def test_statistics_go_with_their_array() -> None:
+    x = np.random.default_rng(17).normal(size=(4, 3, 5, 5)).astype(np.float32)
+    norm.batch_norm(x, np.ones(3, np.float32), np.zeros(3, np.float32), 1e-5)
+    key = id(x)
+    assert norm._recalled(x) is not None and key in norm._stats
+    del x
+    gc.collect()
+    assert key not in norm._stats  # no statistics kept for an array that is gone
 
 
 def test_non_finite_statistics_take_pytorchs_formula() -> None:
