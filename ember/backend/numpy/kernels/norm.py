@@ -266,11 +266,12 @@ _SPLIT_MIN = 1 << 20
 
 
 def _centred(
-    x: np.ndarray, length: int, out: np.ndarray | None = None
+    x: np.ndarray, length: int, out: np.ndarray | None = None, mean: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean (C,) of an (N, C * L) share and the centred share ``x - mean`` (into
-    ``out`` when given)."""
-    mean = _channel_sum(x, length) / x.dtype.type(x.shape[0] * length)
+    """Per-channel mean (C,) of an (N, C * L) share (``mean`` when known) and the centred share
+    ``x - mean`` (into ``out`` when given)."""
+    if mean is None:
+        mean = _channel_sum(x, length) / x.dtype.type(x.shape[0] * length)
     return mean, np.subtract(x, _spread(mean, length), out=out)
 
 
@@ -352,12 +353,8 @@ def batch_norm_backward(
     def run(lo: int, hi: int) -> None:
         cols = slice(lo * length, hi * length)
         xc, g = gx[:, cols], g2[:, cols]
-        if known is None:
-            mean, _ = _centred(x2[:, cols], length, out=xc)
-            sq = _channel_dot(xc, xc, length)
-        else:
-            mean, sq = known[0][lo:hi], known[1][lo:hi]
-            np.subtract(x2[:, cols], _spread(mean, length), out=xc)
+        mean, _ = _centred(x2[:, cols], length, xc, None if known is None else known[0][lo:hi])
+        sq = _channel_dot(xc, xc, length) if known is None else known[1][lo:hi]
         r = f(1) / np.sqrt(sq / count + f(eps))
         s, sx = _channel_sum(g, length), _channel_dot(g, xc, length)
         k = r * weight[lo:hi]

@@ -122,13 +122,15 @@ def test_backward_reuses_the_forward_statistics(
     fresh = norm.batch_norm_backward(g, x.copy(), w, b, 1e-5)  # no forward of that copy
     norm.batch_norm(x, w, b, 1e-5)
     sums = []
-    real = norm._channel_dot
-    monkeypatch.setattr(norm, "_centred", lambda *a, **k: pytest.fail("x summed again"))
-    monkeypatch.setattr(norm, "_channel_dot", lambda *a: sums.append(1) or real(*a))
+    real_dot, real_sum = norm._channel_dot, norm._channel_sum
+    monkeypatch.setattr(norm, "_channel_dot", lambda *a: sums.append(a[0] is a[1]) or real_dot(*a))
+    monkeypatch.setattr(
+        norm, "_channel_sum", lambda a, n: sums.append(a.base is x) or real_sum(a, n)
+    )
     reused = norm.batch_norm_backward(g, x, w, b, 1e-5)
     assert not isinstance(fresh, type(NotImplemented))
     assert not isinstance(reused, type(NotImplemented))
-    assert sums  # sum(g * xc) is still the backward's own
+    assert sums and not any(sums)  # sum(g), sum(g * xc): the backward's own; none of x, xc * xc
     for r, f in zip(reused, fresh):
         np.testing.assert_array_equal(r, f)
 
