@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -29,20 +30,27 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 def relu_backward(grad: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """grad except where out <= 0 (zero there, whatever grad holds), so a NaN output passes its
-    gradient on, as PyTorch's threshold_backward. The mask is written as 0 / 1 in grad's dtype
-    and multiplied in place: 1.3x faster than a multiply by a bool mask (whose loop casts it),
-    np.where 10x slower. Where grad holds a NaN or an infinity (times zero, NaN) the product
-    holds a NaN, which its maximum finds, and np.where gives the result instead."""
-    if grad.dtype.kind != "f" or grad.shape != out.shape:
+    """grad except where out <= 0 (+0 there, whatever grad holds), so a NaN output passes its
+    gradient on, as PyTorch's threshold_backward. A float gradient is selected bitwise: the
+    compare's 0 / 1 bytes become an integer mask of grad's width (0 / -1: all bits set) and
+    ANDed with grad's bits, so an infinite or NaN gradient the mask drops leaves no NaN and no
+    warning. Three passes; 1.2x faster than a multiply by a 0 / 1 float mask, which also needs
+    a NaN check of its product (np.where 10x slower)."""
+    bits = _SAME_WIDTH.get(grad.dtype.itemsize)
+    if grad.dtype.kind != "f" or grad.shape != out.shape or bits is None:
         return np.where(np.less_equal(out, 0), np.zeros((), grad.dtype), grad)
-    mask = np.empty_like(grad)
-    np.logical_not(np.less_equal(out, 0), out=mask, casting="unsafe")
-    with np.errstate(invalid="ignore"):
-        product = np.multiply(grad, mask, out=mask)
-    if product.size and np.isnan(product.max()):
-        return np.where(np.less_equal(out, 0), np.zeros((), grad.dtype), grad)
-    return product
+    drop = np.less_equal(out, 0).view(np.int8)  # 1 where the gradient is dropped
+    keep = np.empty(grad.shape, bits)
+    np.subtract(drop, 1, out=keep, casting="unsafe")  # int8 0 / -1, widened in the loop
+    return np.bitwise_and(grad.view(bits), keep, out=keep).view(grad.dtype)
+
+
+# the signed integer of each float width: relu_backward's bitwise select
+_SAME_WIDTH: dict[int, np.dtype[Any]] = {
+    2: np.dtype(np.int16),
+    4: np.dtype(np.int32),
+    8: np.dtype(np.int64),
+}
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

@@ -32,6 +32,27 @@ def test_relu_backward() -> None:
     got = B.relu_backward(g, out)
     want = torch.ops.aten.threshold_backward(torch.from_numpy(g), torch.from_numpy(out), 0)
     np.testing.assert_array_equal(got, want.numpy())
+    # a dropped negative gradient is +0, as PyTorch's (a multiply by a 0 mask gives -0)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want.numpy()))
+
+
+@pytest.mark.parametrize("specials", [False, True])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_relu_backward_dtypes_and_negative_nan(dtype: type, specials: bool) -> None:
+    """Every float width takes the bitwise select; a NaN output with its sign bit set (x86's
+    default NaN) passes its gradient on, -0 and 0 outputs drop theirs, as +0 (with finite
+    gradients too)."""
+    rng = np.random.default_rng(4)
+    out = np.maximum(rng.standard_normal((3, 40)), 0).astype(dtype)
+    out[0, :2] = -np.float64("nan")  # sign bit set
+    out[1, :2] = -0.0
+    g = _grad(out.shape, 5) if specials else rng.standard_normal(out.shape)
+    g = g.astype(dtype)
+    got = B.relu_backward(g, out)
+    want = torch.ops.aten.threshold_backward(torch.from_numpy(g), torch.from_numpy(out), 0)
+    assert got.dtype == g.dtype
+    np.testing.assert_array_equal(got, want.numpy())
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want.numpy()))
 
 
 @pytest.mark.parametrize(
