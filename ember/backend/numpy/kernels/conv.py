@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import conv_dense, ort_conv, ort_gemm
+from . import conv_dense, ort_conv, ort_gemm, wgrad_rows
 from .conv_chunks import Chunks, by_images, chunked
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
 from .threads import _PARALLEL_MIN, _at_once, _parallel_split
@@ -157,7 +157,7 @@ def conv2d_backward(
         def weight_grad() -> np.ndarray | None:
             if kernel == (1, 1) and padding == (0, 0):
                 return _pointwise_weight_grad(grad, x, stride)
-            return ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
+            return _mlas_weight_grad(grad, x, kernel, stride, padding, dilation)
 
         gx, gw = _ort_grads(
             lambda: ort_conv.input_grad(grad, weight, None, x.shape, stride, padding, dilation),
@@ -187,6 +187,18 @@ def _pointwise_weight_grad(grad: np.ndarray, x: np.ndarray, stride: Pair) -> np.
     xr = np.ascontiguousarray(read.transpose(1, 0, 2, 3)).reshape(1, c, -1)
     gr = np.ascontiguousarray(grad.transpose(1, 0, 2, 3)).reshape(1, o, -1)
     return _matmul_nt(gr, xr).reshape(o, c, 1, 1)
+
+
+def _mlas_weight_grad(
+    grad: np.ndarray, x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair
+) -> np.ndarray | None:
+    """conv2d's weight gradient (groups 1) on MLAS: from row-stacked x where ``wgrad_rows``
+    takes the shape, else as ORT's swapped-axes conv; None where both decline (ember's im2col
+    kernel then runs)."""
+    gw = wgrad_rows.weight_grad(grad, x, kernel, stride, padding, dilation)
+    return (
+        gw if gw is not None else ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
+    )
 
 
 def _ort_grads(
@@ -410,7 +422,7 @@ def conv_transpose2d_backward(
 
         gx, gw = _ort_grads(
             input_grad,
-            lambda: ort_conv.weight_grad(x, grad, kernel, stride, padding, dilation),
+            lambda: _mlas_weight_grad(x, grad, kernel, stride, padding, dilation),
             need_input,
             need_weight,
             x.size * weight[0].size,

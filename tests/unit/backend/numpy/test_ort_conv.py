@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ember.backend.numpy.kernels import conv, ort_conv
+from ember.backend.numpy.kernels import conv, ort_conv, wgrad_rows
 from ember.backend.numpy.kernels import threads as pool
 
 pytest.importorskip("onnxruntime")
@@ -33,8 +33,9 @@ def _tol(got: np.ndarray, want: np.ndarray, scale: np.ndarray, length: int) -> N
 
 
 class Spy:
-    """Counts the ORT graphs run (by builder name), the float32 ORT forms declined (by function:
-    ember's kernel then runs) and ember's backward kernels."""
+    """Counts the ORT graphs run (by builder name, and ``wgrad_rows`` for a weight gradient from
+    row-stacked x), the float32 ORT forms declined (by function: ember's kernel then runs) and
+    ember's backward kernels."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ort: Counter[str] = Counter()
@@ -49,6 +50,15 @@ class Spy:
             return out
 
         monkeypatch.setattr(ort_conv, "_run", spy_run)
+        rows = wgrad_rows.weight_grad
+
+        def spy_rows(*args: Any) -> Any:
+            out = rows(*args)
+            if out is not None:
+                self.ort["wgrad_rows"] += 1
+            return out
+
+        monkeypatch.setattr(wgrad_rows, "weight_grad", spy_rows)
         for name in ("conv2d", "input_grad", "weight_grad"):
             self._wrap(monkeypatch, ort_conv, name, self.declined, only_none=True)
         for name in ("_conv2d_backward", "_conv_transpose2d_backward"):
@@ -234,11 +244,13 @@ def _step(x: np.ndarray, w: np.ndarray, g: np.ndarray, s: int) -> None:
     [
         # 16 -> 32 at 16x16, stride 2: NCHWc forward, ConvTranspose, swapped weight gradient
         ((16, 32, 16, 2), {"_nchwc_conv": 2, "_conv_transpose": 1}, {}),
-        # 32 -> 32 at 16x16, stride 1: the flipped conv fits NCHWc too
-        ((32, 32, 16, 1), {"_nchwc_conv": 3}, {}),
-        # 16 -> 16 at 32x32: a 1024-position grid, so ember's weight gradient
-        ((16, 16, 32, 1), {"_nchwc_conv": 2}, {"weight_grad": 1}),
-        # 17 input channels: plain Convs forward and flipped (17 channels do not fit)
+        # 32 -> 32 at 16x16, stride 1: the flipped conv fits NCHWc too; the weight gradient
+        # from row-stacked x (16 channels up, stride 1, 2 zero columns of 18)
+        ((32, 32, 16, 1), {"_nchwc_conv": 2, "wgrad_rows": 1}, {}),
+        # 16 -> 16 at 32x32: the same (ORT's swapped-axes conv would take no 1024-position grid)
+        ((16, 16, 32, 1), {"_nchwc_conv": 2, "wgrad_rows": 1}, {}),
+        # 17 input channels: plain Convs forward and flipped (17 channels do not fit); at 8x8
+        # the rows' 2 zero columns of 10 are too many, ORT's swapped-axes conv takes it
         ((17, 16, 8, 1), {"_plain_conv": 2, "_nchwc_conv": 1}, {}),
         # a 3-channel stem, 3x3: a plain Conv forward (MLAS's NCHW-input kernel is slow below
         # 4x4), a ConvTranspose input gradient (16 > 3 channels: the smaller columns)
