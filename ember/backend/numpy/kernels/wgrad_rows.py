@@ -127,6 +127,8 @@ def _x_rows(
     (C, e - s, Ho, Wq): row i of x's padded row s * i + d * a, zeros where that is padding."""
     h, w = x.shape[2:]
     ph, pw = padding
+    left = min(pw, wq)  # the grid's columns left of x
+    cols = max(0, min(w, wq - pw))  # x's columns the grid reaches (fewer past the last window)
     fillers: list[Fill] = []
     for a in range(kh):
         first = dilation * a - ph  # x's row for output row 0
@@ -134,22 +136,24 @@ def _x_rows(
         i1 = ho
         while i1 > i0 and stride * (i1 - 1) + first >= h:
             i1 -= 1
-        fillers.append(_filler(x, first, stride, i0, i1, pw, w))
+        fillers.append(_filler(x, (first, stride, i0, i1), left, cols))
     return fillers
 
 
-def _filler(x: np.ndarray, first: int, stride: int, i0: int, i1: int, pw: int, w: int) -> Fill:
-    """X_a's filler: output rows i0:i1 read x's rows first + stride * i, the rest are zero."""
+def _filler(x: np.ndarray, rows: tuple[int, int, int, int], left: int, cols: int) -> Fill:
+    """X_a's filler: output rows i0:i1 read x's rows first + stride * i (``rows`` = (first,
+    stride, i0, i1)), ``cols`` of its columns from grid column ``left``; the rest are zero."""
+    first, stride, i0, i1 = rows
 
     def fill(out: np.ndarray, s: int, e: int) -> None:
-        if i1 <= i0:
+        if i1 <= i0 or cols == 0:
             out[...] = 0
             return
-        src = x[s:e, :, first + stride * i0 : first + stride * (i1 - 1) + 1 : stride]
+        src = x[s:e, :, first + stride * i0 : first + stride * (i1 - 1) + 1 : stride, :cols]
         out[:, :, :i0] = 0
         out[:, :, i1:] = 0
-        out[:, :, i0:i1, :pw] = 0
-        out[:, :, i0:i1, pw + w :] = 0
-        out[:, :, i0:i1, pw : pw + w] = src.transpose(1, 0, 2, 3)
+        out[:, :, i0:i1, :left] = 0
+        out[:, :, i0:i1, left + cols :] = 0
+        out[:, :, i0:i1, left : left + cols] = src.transpose(1, 0, 2, 3)
 
     return fill

@@ -159,3 +159,33 @@ def test_share_sums_in_share_order(late: str, monkeypatch: pytest.MonkeyPatch) -
     assert len(set(started)) == 3
     assert want is not None and got is not None
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("padding", "dilation", "output_padding"), [(0, 2, 1), (1, 2, 1), (2, 1, 0)]
+)
+def test_transposed_conv_weight_gradient(padding: int, dilation: int, output_padding: int) -> None:
+    """A transposed conv's weight gradient is this kernel with the roles of x and the gradient
+    swapped; its output padding (up to the dilation at stride 1) gives the gradient columns
+    past the last window, which no tap reads."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 16, 8, 40), dtype=np.float32)
+    w = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    pads, dil, extra = (padding, padding), (dilation, dilation), (output_padding,) * 2
+    y = conv.conv_transpose2d(x, w, np.zeros(16, np.float32), (1, 1), pads, extra, 1, dil)
+    g = rng.standard_normal(y.shape, dtype=np.float32)
+    assert wgrad_rows.takes(g.shape, x.shape, (3, 3), (1, 1), dil)
+    _, got, _ = conv.conv_transpose2d_backward(g, x, w, (1, 1), pads, 1, dil, False, True)
+
+    def ember64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        args = (a, b, w.astype(np.float64), (1, 1), pads, 1, dil, False, True, False)
+        gw = conv._conv_transpose2d_backward(*args)[1]
+        assert gw is not None
+        return gw
+
+    want = ember64(g.astype(np.float64), x.astype(np.float64))
+    scale = ember64(np.abs(g).astype(np.float64), np.abs(x).astype(np.float64))
+    assert got is not None
+    length = x.shape[0] * x.shape[2] * x.shape[3]
+    err = np.abs(got.astype(np.float64) - want)
+    assert float(np.max(err - 8 * math.sqrt(length) * U * scale)) <= 0
