@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import conv_dense, ort_conv, ort_gemm, wgrad_rows
-from .conv_chunks import Chunks, by_images, chunked
+from .conv_chunks import Chunks, by_images, chunked, sum_parts
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
 from .threads import _PARALLEL_MIN, _at_once, _parallel_split
 
@@ -46,7 +46,7 @@ def _matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     _parallel_split(length, (a.shape[1] + b.shape[1]) * a.shape[0] * length, run)
     if not partial:
         return np.zeros((a.shape[0], a.shape[1], b.shape[1]), dtype=np.result_type(a, b))
-    return np.ascontiguousarray(_sum_parts(partial).transpose(0, 2, 1))
+    return np.ascontiguousarray(sum_parts(partial).transpose(0, 2, 1))
 
 
 def _matmul_wide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -328,18 +328,7 @@ def _conv2d_backward_chunks(
             parts[lo] = acc
 
     by_images(x.shape[0], work, run)
-    return gx, (_sum_parts(parts).reshape(weight.shape) if need_weight else None)
-
-
-def _sum_parts(parts: dict[int, np.ndarray]) -> np.ndarray:
-    """The per-share partial sums (keyed by each share's start) added in share order, whichever
-    thread finished first, so the bits do not depend on the threads' timing (in place in the
-    first share's array)."""
-    keys = sorted(parts)
-    out = parts[keys[0]]
-    for k in keys[1:]:
-        out += parts[k]
-    return out
+    return gx, (sum_parts(parts).reshape(weight.shape) if need_weight else None)
 
 
 def conv_transpose2d(
@@ -516,4 +505,4 @@ def _transpose_backward_chunks(
             parts[lo] = acc
 
     by_images(grad.shape[0], work, run)
-    return gx, (_sum_parts(parts).reshape(weight.shape) if need_weight else None)
+    return gx, (sum_parts(parts).reshape(weight.shape) if need_weight else None)

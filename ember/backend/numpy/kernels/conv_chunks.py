@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from .blas import serial
 from .im2col import _Geometry
 from .threads import _PARALLEL_MIN, _in_share, _share, _submit, num_threads
@@ -83,3 +85,14 @@ class Chunks:
             e = min(s + self.per, hi)
             out.append((s, e, self.geo(e - s)))
         return out
+
+
+def sum_parts(parts: dict[int, np.ndarray]) -> np.ndarray:
+    """The per-share partial sums (keyed by each share's start) added in share order, whichever
+    thread finished first, so the bits do not depend on the threads' timing (in place in the
+    first share's array)."""
+    keys = sorted(parts)
+    out = parts[keys[0]]
+    for k in keys[1:]:
+        out += parts[k]
+    return out

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import ort_gemm
-from .conv_chunks import by_images
+from .conv_chunks import by_images, sum_parts
 from .im2col import Pair, _all_finite
 from .ort_conv import _on
 
@@ -86,9 +86,9 @@ def weight_grad(
 
     def run(lo: int, hi: int) -> None:
         with np.errstate(invalid="ignore", over="ignore"):  # a non-finite x: declined below
-            _sum_chunks(lo, hi)
+            chunks(lo, hi)
 
-    def _sum_chunks(lo: int, hi: int) -> None:
+    def chunks(lo: int, hi: int) -> None:
         acc = None
         for s in range(lo, hi, per):
             e = min(hi, s + per)
@@ -112,10 +112,8 @@ def weight_grad(
     by_images(n, grad.size * c * kh * kw, run)
     if not parts:
         return None
-    total = parts[min(parts)]
     with np.errstate(invalid="ignore", over="ignore"):
-        for k in sorted(parts)[1:]:  # in share order: the bits do not depend on the threads'
-            total += parts[k]  # timing
+        total = sum_parts(parts)
     gw = np.ascontiguousarray(total.reshape(o, kh, c, kw).transpose(0, 2, 1, 3))
     return gw if _all_finite(gw) else None
 
