@@ -11,12 +11,12 @@ products of contiguous rows, and a per-channel factor is a (C * L,) row broadcas
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from types import NotImplementedType
 
 import numpy as np
 
+from .memo import Memo
 from .threads import _parallel_split
 
 _EXACT = (np.dtype(np.float32), np.dtype(np.float64))  # computed by the fused kernels below
@@ -224,30 +224,20 @@ def batch_stats(x: np.ndarray, correction: int) -> tuple[np.ndarray, np.ndarray]
     return mean, sq / x.dtype.type(count - correction)
 
 
-# the statistics of each live array ``batch_norm`` normalised, by id(x): (a weak reference to x,
-# mean, centred sum of squares), both (C,). ``batch_stats`` and ``batch_norm_backward`` of the same
-# array read them instead of summing x again (the backward then makes 6 passes over x, not 8);
-# an entry goes when its array does
-_stats: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray]] = {}
+# the statistics of each live array ``batch_norm`` normalised: (mean, centred sum of squares),
+# both (C,). ``batch_stats`` and ``batch_norm_backward`` of the same array read them instead of
+# summing x again (the backward then makes 6 passes over x, not 8)
+_stats = Memo()
 
 
 def _remember(x: np.ndarray, mean: np.ndarray, sq: np.ndarray) -> None:
-    key = id(x)
-
-    def forget(ref: weakref.ref[np.ndarray]) -> None:
-        entry = _stats.get(key)
-        if entry is not None and entry[0] is ref:
-            _stats.pop(key, None)
-
-    _stats[key] = (weakref.ref(x, forget), mean, sq)
+    _stats.put(x, (), (mean, sq))
 
 
 def _recalled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``batch_norm``'s (mean, centred sum of squares) of this very array, or None."""
-    entry = _stats.get(id(x))
-    if entry is None or entry[0]() is not x:
-        return None
-    return entry[1], entry[2]
+    known: tuple[np.ndarray, np.ndarray] | None = _stats.get(x, ())
+    return known
 
 
 def _by_channels(x2: np.ndarray, c: int, length: int, fn: Callable[[int, int], None]) -> None:
