@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import conv_dense, ort_conv, ort_gemm, wgrad_rows
+from . import conv_dense, ort_conv, ort_gemm, wgrad_images, wgrad_rows
 from .conv_chunks import Chunks, by_images, chunked, sum_parts
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
 from .threads import _PARALLEL_MIN, _at_once, _parallel_split
@@ -157,6 +157,8 @@ def conv2d_backward(
         def weight_grad() -> np.ndarray | None:
             if kernel == (1, 1) and padding == (0, 0):
                 return _pointwise_weight_grad(grad, x, stride)
+            if wgrad_images.takes(x.shape, kernel, groups):
+                return wgrad_images.weight_grad(grad, x, kernel, stride, padding, dilation)
             return _mlas_weight_grad(grad, x, kernel, stride, padding, dilation)
 
         gx, gw = _ort_grads(
@@ -253,7 +255,30 @@ def _conv2d_backward(
     need_weight: bool,
     need_bias: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """ember's kernels of ``conv2d_backward``."""
+    """ember's kernels of ``conv2d_backward``: a few-tap weight gradient per image, the rest
+    from im2col columns."""
+    kernel = (weight.shape[2], weight.shape[3])
+    geo = (stride, padding, dilation, groups)
+    if need_weight and wgrad_images.takes(x.shape, kernel, groups):
+        few = wgrad_images.weight_grad(grad, x, kernel, stride, padding, dilation)
+        rest = _conv2d_backward_cols(grad, x, weight, *geo, need_input, False, need_bias)
+        return rest[0], few, rest[2]
+    return _conv2d_backward_cols(grad, x, weight, *geo, need_input, need_weight, need_bias)
+
+
+def _conv2d_backward_cols(
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    need_input: bool,
+    need_weight: bool,
+    need_bias: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """``_conv2d_backward`` from im2col columns (or the input gradient as a conv of grad)."""
     kernel = (weight.shape[2], weight.shape[3])
     geo = _Geometry(x.shape, kernel, stride, padding, dilation)
     work = x.shape[0] * geo.columns * weight[0].size * weight.shape[0]
@@ -409,9 +434,14 @@ def conv_transpose2d_backward(
                 gx = np.ascontiguousarray(gx[:, :, : x.shape[2], : x.shape[3]])  # rows no x has
             return gx
 
+        def weight_grad() -> np.ndarray | None:
+            if wgrad_images.takes(grad.shape, kernel, groups):
+                return wgrad_images.weight_grad(x, grad, kernel, stride, padding, dilation)
+            return _mlas_weight_grad(x, grad, kernel, stride, padding, dilation)
+
         gx, gw = _ort_grads(
             input_grad,
-            lambda: _mlas_weight_grad(x, grad, kernel, stride, padding, dilation),
+            weight_grad,
             need_input,
             need_weight,
             x.size * weight[0].size,
@@ -437,7 +467,32 @@ def _conv_transpose2d_backward(
     need_weight: bool,
     need_bias: bool,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
-    """ember's kernels of ``conv_transpose2d_backward``."""
+    """ember's kernels of ``conv_transpose2d_backward``: a few-tap weight gradient per image,
+    the rest from im2col columns of grad."""
+    kernel = (weight.shape[2], weight.shape[3])
+    geo = (stride, padding, groups, dilation)
+    if need_weight and wgrad_images.takes(grad.shape, kernel, groups):
+        few = wgrad_images.weight_grad(x, grad, kernel, stride, padding, dilation)
+        rest = _conv_transpose2d_backward_cols(grad, x, weight, *geo, need_input, False, need_bias)
+        return rest[0], few, rest[2]
+    return _conv_transpose2d_backward_cols(
+        grad, x, weight, *geo, need_input, need_weight, need_bias
+    )
+
+
+def _conv_transpose2d_backward_cols(
+    grad: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray,
+    stride: Pair,
+    padding: Pair,
+    groups: int,
+    dilation: Pair,
+    need_input: bool,
+    need_weight: bool,
+    need_bias: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """``_conv_transpose2d_backward`` from im2col columns of grad."""
     kernel = (weight.shape[2], weight.shape[3])
     gx = gw = None
     geo = _Geometry(grad.shape, kernel, stride, padding, dilation)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ember.backend.numpy.kernels import conv, ort_conv, wgrad_rows
+from ember.backend.numpy.kernels import conv, ort_conv, wgrad_images, wgrad_rows
 from ember.backend.numpy.kernels import threads as pool
 
 pytest.importorskip("onnxruntime")
@@ -35,7 +35,7 @@ def _tol(got: np.ndarray, want: np.ndarray, scale: np.ndarray, length: int) -> N
 class Spy:
     """Counts the ORT graphs run (by builder name, and ``wgrad_rows`` for a weight gradient from
     row-stacked x), the float32 ORT forms declined (by function: ember's kernel then runs) and
-    ember's backward kernels."""
+    ember's backward kernels (``wgrad_images`` for a few-tap weight gradient per image)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ort: Counter[str] = Counter()
@@ -59,6 +59,13 @@ class Spy:
             return out
 
         monkeypatch.setattr(wgrad_rows, "weight_grad", spy_rows)
+        images = wgrad_images.weight_grad
+
+        def spy_images(*args: Any) -> Any:
+            self.ember["wgrad_images"] += 1
+            return images(*args)
+
+        monkeypatch.setattr(wgrad_images, "weight_grad", spy_images)
         for name in ("conv2d", "input_grad", "weight_grad"):
             self._wrap(monkeypatch, ort_conv, name, self.declined, only_none=True)
         for name in ("_conv2d_backward", "_conv_transpose2d_backward"):
@@ -253,8 +260,9 @@ def _step(x: np.ndarray, w: np.ndarray, g: np.ndarray, s: int) -> None:
         # the rows' 2 zero columns of 10 are too many, ORT's swapped-axes conv takes it
         ((17, 16, 8, 1), {"_plain_conv": 2, "_nchwc_conv": 1}, {}),
         # a 3-channel stem, 3x3: a plain Conv forward (MLAS's NCHW-input kernel is slow below
-        # 4x4), a ConvTranspose input gradient (16 > 3 channels: the smaller columns)
-        ((3, 16, 16, 1), {"_plain_conv": 1, "_conv_transpose": 1, "_nchwc_conv": 1}, {}),
+        # 4x4), a ConvTranspose input gradient (16 > 3 channels: the smaller columns), the
+        # weight gradient's 27 taps one product per image (ember's, not ORT's)
+        ((3, 16, 16, 1), {"_plain_conv": 1, "_conv_transpose": 1}, {}),
     ],
 )
 def test_rule_picks_the_forms(
@@ -273,6 +281,7 @@ def test_rule_picks_the_forms(
     assert dict(spy.ort) == ort
     assert dict(spy.declined) == declined
     assert spy.ember["_conv2d_backward"] == declined.get("weight_grad", 0)
+    assert spy.ember["wgrad_images"] == (1 if c * 9 <= 32 else 0)
 
 
 def test_small_batch_keeps_ember_weight_gradient(spy: Spy) -> None:

@@ -153,9 +153,10 @@ def _f64(*arrays: np.ndarray) -> list[np.ndarray]:
     return [a.astype(np.float64) for a in arrays]
 
 
-# (N, C, O, H, k, p): ResNet's stem and 16 -> 16 layer (32x32, batch 32), LeNet's first layer,
-# the cnn's first layer; grids above 256 positions, which ort_conv leaves to these kernels
-CONVS = [(32, 3, 16, 32, 3, 1), (32, 16, 16, 32, 3, 1), (64, 1, 6, 32, 5, 0), (8, 1, 32, 28, 3, 1)]
+# (N, C, O, H, k, p): ResNet's 16 -> 16 layer (32x32, batch 32), an 8-channel 3x3 and a
+# 2-channel 5x5; grids above 256 positions, which ort_conv leaves to these kernels (first
+# layers of at most 32 taps take wgrad_images instead)
+CONVS = [(32, 16, 16, 32, 3, 1), (16, 8, 16, 24, 3, 1), (16, 2, 6, 32, 5, 0)]
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])
@@ -214,7 +215,7 @@ def test_nonfinite_x_as_ember(
     NaN / inf places as the float64 kernel (conv.py computes a non-finite result again without
     junk, on the route too)."""
     monkeypatch.setenv("EMBER_NUM_THREADS", threads)
-    x, w, g = _conv_case(4, 2, 16, 16, 3, 1, seed=9)
+    x, w, g = _conv_case(4, 4, 16, 16, 3, 1, seed=9)  # 36 taps: the MLAS products
     x[1, 0, 5, 15] = value  # the last column: the flat layout's junk columns wrap onto it
     one = (1, 1)
     with np.errstate(invalid="ignore", over="ignore"):
