@@ -74,3 +74,14 @@ def attention_tolerance(
     if not backward:
         return tolerance(dtype, chain)
     return tolerance(dtype, 2.0 * chain, scale=float(np.sqrt(head_dim)))
+
+
+def assert_channel_sums(got: Any, g: np.ndarray) -> None:
+    """``got`` is the per-channel sum of ``g`` (N, C, H, W), in g's dtype, within a float sum's
+    error bound of the float64 sum: (N * H * W) eps * sum |g| per channel (the order of the
+    additions is the kernel's own)."""
+    assert got is not None and got.dtype == g.dtype
+    g64 = g.astype(np.float64)
+    terms = g.shape[0] * g.shape[2] * g.shape[3]
+    bound = terms * eps(g.dtype) * np.abs(g64).sum(axis=(0, 2, 3))
+    assert np.all(np.abs(got - g64.sum(axis=(0, 2, 3))) <= bound)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ember.backend.numpy.kernels import conv
+from tests.helpers.tolerance import assert_channel_sums
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -51,7 +52,7 @@ def test_input_grad_by_conv_matches_torch(
         assert got is not None and want is not None
         scale = max(1.0, float(want.abs().max()))
         np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=TOL[dtype] * scale)
-    _assert_bias_grad(gb, g)
+    assert_channel_sums(gb, g)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -91,13 +92,3 @@ def test_nonfinite_weight_input_grad_as_torch() -> None:
         gx = conv.conv2d_backward(g, x, w, (1, 1), (1, 1), (1, 1), 1, True, False)[0]
     np.testing.assert_array_equal(np.isnan(gx), torch.isnan(tx.grad).numpy())
     np.testing.assert_array_equal(np.isinf(gx), torch.isinf(tx.grad).numpy())
-
-
-def _assert_bias_grad(gb: np.ndarray | None, g: np.ndarray) -> None:
-    """gb is the per-channel sum of g (N, O, H, W): within a float sum's error bound of the
-    float64 sum, (N * H * W) eps * sum |g|."""
-    assert gb is not None and gb.dtype == g.dtype
-    want = g.astype(np.float64).sum(axis=(0, 2, 3))
-    terms = g.shape[0] * g.shape[2] * g.shape[3]
-    bound = terms * np.finfo(g.dtype).eps * np.abs(g.astype(np.float64)).sum(axis=(0, 2, 3))
-    assert np.all(np.abs(gb - want) <= bound)

@@ -15,6 +15,7 @@ import pytest
 
 from ember.backend.numpy.kernels import conv, ort_conv, wgrad_images, wgrad_rows
 from ember.backend.numpy.kernels import threads as pool
+from tests.helpers.tolerance import assert_channel_sums
 
 pytest.importorskip("onnxruntime")
 
@@ -164,7 +165,7 @@ def test_conv2d_matches_float64(spy: Spy, threads: str, monkeypatch: pytest.Monk
         assert gx is not None and gw is not None and sx is not None and sw is not None
         _tol(gx, gx64, sx, o * k * k)
         _tol(gw, gw64, sw, n * y64.shape[2] * y64.shape[3])
-        _assert_bias_grad(gb, g)
+        assert_channel_sums(gb, g)
         # one gradient alone takes the same forms
         only_x = conv.conv2d_backward(g, x, wt, st, pd, dl, 1, True, False)
         only_w = conv.conv2d_backward(g, x, wt, st, pd, dl, 1, False, True)
@@ -227,7 +228,7 @@ def test_conv_transpose2d_matches_float64(
         assert gx is not None and gw is not None and sx is not None and sw is not None
         _tol(gx, gx64, sx, o * k * k)
         _tol(gw, gw64, sw, n * h * w)
-        _assert_bias_grad(gb, g)
+        assert_channel_sums(gb, g)
     assert spy.ort["_nchwc_conv"] >= 5 and spy.ort["_conv_transpose"] >= 5
     assert spy.declined["weight_grad"] >= 5 and spy.ember["_conv_transpose2d_backward"] >= 5
 
@@ -571,13 +572,3 @@ def test_small_conv_gradients_run_at_once(
     callers.clear()
     backward(g, x, w, *geo, False, True, False)  # type: ignore[operator]
     assert {ident for _, ident in callers} == {threading.get_ident()}
-
-
-def _assert_bias_grad(gb: np.ndarray | None, g: np.ndarray) -> None:
-    """gb is the per-channel sum of g (N, O, H, W): within a float sum's error bound of the
-    float64 sum, (N * H * W) eps * sum |g|."""
-    assert gb is not None and gb.dtype == g.dtype
-    want = g.astype(np.float64).sum(axis=(0, 2, 3))
-    terms = g.shape[0] * g.shape[2] * g.shape[3]
-    bound = terms * np.finfo(g.dtype).eps * np.abs(g.astype(np.float64)).sum(axis=(0, 2, 3))
-    assert np.all(np.abs(gb - want) <= bound)
