@@ -15,7 +15,7 @@ import numpy as np
 from . import conv_dense, ort_conv, ort_gemm, wgrad_images, wgrad_rows
 from .conv_chunks import Chunks, by_images, chunked, sum_parts
 from .im2col import Pair, _all_finite, _as_forward, _Geometry
-from .norm import _channel_sum, _rows2
+from .norm import _EXACT, _channel_sum, _rows2
 from .threads import _PARALLEL_MIN, _at_once, _parallel_split
 
 
@@ -158,9 +158,7 @@ def conv2d_backward(
         def weight_grad() -> np.ndarray | None:
             if kernel == (1, 1) and padding == (0, 0):
                 return _pointwise_weight_grad(grad, x, stride)
-            if wgrad_images.takes(x.shape, kernel, groups):
-                return wgrad_images.weight_grad(grad, x, kernel, stride, padding, dilation)
-            return _mlas_weight_grad(grad, x, kernel, stride, padding, dilation)
+            return _weight_grad_forms(grad, x, kernel, stride, padding, dilation)
 
         gx, gw = _ort_grads(
             lambda: ort_conv.input_grad(grad, weight, None, x.shape, stride, padding, dilation),
@@ -192,16 +190,18 @@ def _pointwise_weight_grad(grad: np.ndarray, x: np.ndarray, stride: Pair) -> np.
     return _matmul_nt(gr, xr).reshape(o, c, 1, 1)
 
 
-def _mlas_weight_grad(
+def _weight_grad_forms(
     grad: np.ndarray, x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair
 ) -> np.ndarray | None:
-    """conv2d's weight gradient (groups 1) on MLAS: from row-stacked x where ``wgrad_rows``
-    takes the shape, else as ORT's swapped-axes conv; None where both decline (ember's im2col
-    kernel then runs)."""
-    gw = wgrad_rows.weight_grad(grad, x, kernel, stride, padding, dilation)
-    return (
-        gw if gw is not None else ort_conv.weight_grad(grad, x, kernel, stride, padding, dilation)
-    )
+    """conv2d's weight gradient (groups 1) by the first form that takes the shape: one product
+    per image for few taps (``wgrad_images``, ember's own), from row-stacked x (``wgrad_rows``)
+    or as ORT's swapped-axes conv on MLAS; None where all decline (ember's im2col kernel then
+    runs)."""
+    for form in (wgrad_images.weight_grad, wgrad_rows.weight_grad, ort_conv.weight_grad):
+        gw = form(grad, x, kernel, stride, padding, dilation)
+        if gw is not None:
+            return gw
+    return None
 
 
 def _ort_grads(
@@ -245,7 +245,7 @@ def _bias_grad(grad: np.ndarray, need_bias: bool) -> np.ndarray | None:
     over axes 0, 2, 3 (the CNN's (64, 32, 28, 28) 278 -> 107 µs)."""
     if not need_bias:
         return None
-    if grad.dtype not in (np.float32, np.float64) or grad.size == 0:  # float16: NumPy's sum
+    if grad.dtype not in _EXACT or grad.size == 0:  # float16: NumPy's own sum
         return grad.sum(axis=(0, 2, 3))
     return _channel_sum(_rows2(grad), grad.shape[2] * grad.shape[3])
 
@@ -265,12 +265,14 @@ def _conv2d_backward(
     """ember's kernels of ``conv2d_backward``: a few-tap weight gradient per image, the rest
     from im2col columns."""
     kernel = (weight.shape[2], weight.shape[3])
-    geo = (stride, padding, dilation, groups)
-    if need_weight and wgrad_images.takes(x.shape, kernel, groups):
-        few = wgrad_images.weight_grad(grad, x, kernel, stride, padding, dilation)
-        rest = _conv2d_backward_cols(grad, x, weight, *geo, need_input, False, need_bias)
-        return rest[0], few, rest[2]
-    return _conv2d_backward_cols(grad, x, weight, *geo, need_input, need_weight, need_bias)
+    few = (
+        wgrad_images.weight_grad(grad, x, kernel, stride, padding, dilation, groups)
+        if need_weight
+        else None
+    )
+    rest = (stride, padding, dilation, groups, need_input, need_weight and few is None, need_bias)
+    gx, gw, gb = _conv2d_backward_cols(grad, x, weight, *rest)
+    return gx, (gw if few is None else few), gb
 
 
 def _conv2d_backward_cols(
@@ -441,14 +443,9 @@ def conv_transpose2d_backward(
                 gx = np.ascontiguousarray(gx[:, :, : x.shape[2], : x.shape[3]])  # rows no x has
             return gx
 
-        def weight_grad() -> np.ndarray | None:
-            if wgrad_images.takes(grad.shape, kernel, groups):
-                return wgrad_images.weight_grad(x, grad, kernel, stride, padding, dilation)
-            return _mlas_weight_grad(x, grad, kernel, stride, padding, dilation)
-
         gx, gw = _ort_grads(
             input_grad,
-            weight_grad,
+            lambda: _weight_grad_forms(x, grad, kernel, stride, padding, dilation),
             need_input,
             need_weight,
             x.size * weight[0].size,
@@ -477,14 +474,14 @@ def _conv_transpose2d_backward(
     """ember's kernels of ``conv_transpose2d_backward``: a few-tap weight gradient per image,
     the rest from im2col columns of grad."""
     kernel = (weight.shape[2], weight.shape[3])
-    geo = (stride, padding, groups, dilation)
-    if need_weight and wgrad_images.takes(grad.shape, kernel, groups):
-        few = wgrad_images.weight_grad(x, grad, kernel, stride, padding, dilation)
-        rest = _conv_transpose2d_backward_cols(grad, x, weight, *geo, need_input, False, need_bias)
-        return rest[0], few, rest[2]
-    return _conv_transpose2d_backward_cols(
-        grad, x, weight, *geo, need_input, need_weight, need_bias
+    few = (
+        wgrad_images.weight_grad(x, grad, kernel, stride, padding, dilation, groups)
+        if need_weight
+        else None
     )
+    rest = (stride, padding, groups, dilation, need_input, need_weight and few is None, need_bias)
+    gx, gw, gb = _conv_transpose2d_backward_cols(grad, x, weight, *rest)
+    return gx, (gw if few is None else few), gb
 
 
 def _conv_transpose2d_backward_cols(

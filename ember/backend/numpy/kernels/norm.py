@@ -230,10 +230,6 @@ def batch_stats(x: np.ndarray, correction: int) -> tuple[np.ndarray, np.ndarray]
 _stats = Memo()
 
 
-def _remember(x: np.ndarray, mean: np.ndarray, sq: np.ndarray) -> None:
-    _stats.put(x, (), (mean, sq))
-
-
 def _recalled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``batch_norm``'s (mean, centred sum of squares) of this very array, or None."""
     known: tuple[np.ndarray, np.ndarray] | None = _stats.get(x, ())
@@ -292,7 +288,7 @@ def batch_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
             xc += _spread(shift, length)
 
     _by_channels(x2, c, length, run)
-    _remember(x, mean, sq)
+    _stats.put(x, (), (mean, sq))
     if finite.all():
         return out.reshape(x.shape)
     # a non-finite statistic or parameter (checked on the small per-channel arrays)

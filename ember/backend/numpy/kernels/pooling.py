@@ -82,9 +82,7 @@ def max_pool2d_backward(
     # a grad whose sum overflows)
     finite = _all_finite(grad)
     zero = np.zeros((), dtype=grad.dtype)
-    y = _maxima.get(x, (kernel_size, stride, padding, dilation, ceil_mode))
-    if y is not None and y.shape != grad.shape:
-        y = None
+    y = _maxima.get(x, (kernel_size, stride, padding, dilation, ceil_mode))  # grad's shape
 
     def run(lo: int, hi: int) -> None:
         xb, gb, gxb = xp[lo:hi], grad[lo:hi], gxp[lo:hi]

@@ -39,10 +39,13 @@ def weight_grad(
     stride: Pair,
     padding: Pair,
     dilation: Pair,
-) -> np.ndarray:
-    """conv2d's (groups 1) weight gradient: grad (N, O, Ho, Wo), x (N, C, H, W) -> (O, C, kh,
-    kw). ``grad`` may stop short of the last windows (a transposed conv's x whose output
-    padding made more windows than it has rows): those windows count as zero."""
+    groups: int = 1,
+) -> np.ndarray | None:
+    """conv2d's weight gradient: grad (N, O, Ho, Wo), x (N, C, H, W) -> (O, C, kh, kw), or
+    None where ``takes`` declines. ``grad`` may stop short of the last windows (a transposed
+    conv's x whose output padding made more windows than it has rows): those count as zero."""
+    if not takes(x.shape, kernel, groups):
+        return None
     n, c, h, w = x.shape
     kh, kw = kernel
     (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation

@@ -63,8 +63,10 @@ class Spy:
         images = wgrad_images.weight_grad
 
         def spy_images(*args: Any) -> Any:
-            self.ember["wgrad_images"] += 1
-            return images(*args)
+            out = images(*args)
+            if out is not None:
+                self.ember["wgrad_images"] += 1
+            return out
 
         monkeypatch.setattr(wgrad_images, "weight_grad", spy_images)
         for name in ("conv2d", "input_grad", "weight_grad"):
