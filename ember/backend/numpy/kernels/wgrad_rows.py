@@ -10,14 +10,18 @@ laid out on the same grid (zeros in its Wp - Wo last columns, kw - 1 zeros in fr
 
 where X_a[c, (n, i, j')] = xpad[n, c, s * i + d * a, j'] and G[o, (n, i, j)] = g[n, o, i, j]. A
 shift that steps over a row's start reads the zero columns of the row before, so the rows do not
-mix. The kw products (O, L) x (kh * C, L)^T run on MLAS (``ort_gemm``), a chunk of images at a
-time, one chunk in cache: kh copies of x instead of kh * kw, and products of kh * C columns.
+mix. The kw shifted gradients are stacked (O * kw, L) and meet the kh row stacks (kh * C, L) in
+one product on MLAS (``ort_gemm``), a chunk of images at a time, one chunk in cache: kh copies
+of x and kw of the gradient instead of im2col's kh * kw of x.
 
-At two threads of a 2-core AVX-512 VM, against the present kernels, paired call by call: the
-CNN's (64, 32, 14, 14) -> 64 3x3 gradient 6.6 -> 4.7 ms (ORT's swapped-axes conv), ResNet's
-16 -> 16 at 32x32 2.3-2.6 -> 2.1-2.2 (im2col chunks) and 32 -> 32 at 16x16 2.2 -> 1.7; no gain
-or a loss below 16 input channels, on grids under 14 columns (the zero columns cost a larger
-share: 8x8, 20% slower) and at horizontal stride 2 (its two phases each need their own stack).
+One product of kw * O rows instead of kw products of O rows (session 25; two threads of a 2-core
+AVX-512 VM, per call, paired): ResNet's 16 -> 16 at 32x32 3.3 -> 2.3 ms, 32 -> 32 at 16x16 3.0
+-> 1.9, the CNN's 32 -> 64 at 14x14 6.0 -> 5.4. Not taken below 16 input channels (im2col's one
+product of kh * kw * C columns wins), where the zero columns pass 1/8 of the grid and at
+horizontal stride 2 (its two phases each need their own stack). (ResNet's 64 -> 64 at 8x8, a
+fifth of zero columns, ran 1.9 ms here against ORT's swapped-axes conv's 2.1; not taken, as the
+chunks follow the pool's shares and small convs' gradients there would change bits with the
+thread count.)
 """
 
 from __future__ import annotations
@@ -99,12 +103,9 @@ def weight_grad(
             flat = stack.reshape(1, kh * c, length)
             buf = np.zeros(lead + o * length, dtype=np.float32)
             buf[lead:].reshape(o, e - s, ho, wq)[..., :wo] = grad[s:e].transpose(1, 0, 2, 3)
-            prod = np.empty((o, kh * c, kw), dtype=np.float32)
-            for b in range(kw):
-                start = lead - dilation[1] * b
-                shifted = buf[start : start + o * length].reshape(1, o, length)
-                p = ort_gemm.matmul_nt(shifted, flat)  # None for a short chunk: OpenBLAS
-                prod[:, :, b] = (shifted[0] @ flat[0].T) if p is None else p[0]
+            taps = _shifts(buf, o, kw, dilation[1], length)
+            p = ort_gemm.matmul_nt(taps, flat)  # None for a short chunk: OpenBLAS
+            prod = (taps[0] @ flat[0].T) if p is None else p[0]
             acc = prod if acc is None else np.add(acc, prod, out=acc)
         if acc is not None:
             parts[lo] = acc
@@ -114,8 +115,19 @@ def weight_grad(
         return None
     with np.errstate(invalid="ignore", over="ignore"):
         total = sum_parts(parts)
-    gw = np.ascontiguousarray(total.reshape(o, kh, c, kw).transpose(0, 2, 1, 3))
+    # rows (o, r) hold tap b = kw - 1 - r, columns (a, c)
+    gw = np.ascontiguousarray(total.reshape(o, kw, kh, c)[:, ::-1].transpose(0, 3, 2, 1))
     return gw if _all_finite(gw) else None
+
+
+def _shifts(buf: np.ndarray, o: int, kw: int, dilation: int, length: int) -> np.ndarray:
+    """The kw shifted gradients stacked, (1, O * kw, L): row (o, r) is G[o] shifted by
+    ``dilation * (kw - 1 - r)``, read from ``buf`` (the lead zeros, then G's O rows of L)."""
+    size = buf.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        buf, (o, kw, length), (length * size, dilation * size, size), writeable=False
+    )
+    return np.ascontiguousarray(view).reshape(1, o * kw, length)
 
 
 def _x_rows(
