@@ -1,15 +1,22 @@
-"""Matrix products split between the kernel pool's threads, the BLAS one thread per share.
+"""Matrix products: float32 matrices on MLAS, others split between the kernel pool's threads.
 
-A product large enough to thread is cut into one share per pool thread: the batch of a batched
-product (attention's ``q @ k^T``), else the rows of a matrix product (a linear layer's
-``x @ W^T`` over the flattened batch), else its columns. Each share is one BLAS call made
-inside ``serial()``, so the BLAS never starts its own threads from ember's kernels: OpenBLAS's
-workers busy-wait after each threaded call and took the core back from the pool's next kernel
-(a two-thread CNN step ran 1.2x slower than one thread; bench/RESULTS.md). The BLAS's own
-thread count stays as it is for NumPy calls outside ember.
+A float32 product of a matrix (or a C-ordered stack of rows) and a matrix, of at least 4 M
+multiply-adds, runs as one MLAS ``Gemm`` on ONNX Runtime's intra-op threads
+(``ort_gemm.matmul``): its workers spin through a run, where the pool's hand-off costs about
+80 µs a split, and MLAS's kernel beat OpenBLAS's at one thread too. The GPT bench's 27 products
+a step (1024 rows, K and N 65-512) ran 16.8 -> 14.5 ms at two threads (PyTorch 14.7), the step
+1.7 ms faster at two threads and 3.7 at one (paired; bench/RESULTS.md session 26).
+
+Any other product large enough to thread is cut into one share per pool thread: the batch of a
+batched product (attention's ``q @ k^T``), else the rows of a matrix product, else its columns.
+Each share is one BLAS call made inside ``serial()``, so the BLAS never starts its own threads
+from ember's kernels: OpenBLAS's workers busy-wait after each threaded call and took the core
+back from the pool's next kernel (a two-thread CNN step ran 1.2x slower than one thread;
+bench/RESULTS.md). The BLAS's own thread count stays as it is for NumPy calls outside ember.
 
 Shapes follow ``np.matmul``; anything other than two float32 / float64 operands of one dtype
-with at least two dimensions runs as one ``np.matmul``.
+with at least two dimensions runs as one ``np.matmul``. ``EMBER_CONV=numpy`` (or no
+onnxruntime) keeps float32 on OpenBLAS too.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import math
 
 import numpy as np
 
+from . import ort_gemm
 from .blas import serial
 from .threads import _parallel_split, num_threads
 
@@ -29,6 +37,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``x @ y`` ``(*, M, K) @ (*, K, N) -> (*, M, N)``, large products on the pool."""
+    if x.dtype == np.float32 == y.dtype:
+        out = ort_gemm.matmul(x, y)  # one MLAS product on ORT's threads where it takes it
+        if out is not None:
+            return out
     if (
         x.ndim < 2
         or y.ndim < 2

@@ -1,4 +1,5 @@
-"""``a @ b^T`` on ONNX Runtime's MLAS SGEMM: ``conv.py``'s weight-gradient products (issue 20).
+"""Products on ONNX Runtime's MLAS SGEMM (issue 20): ``conv.py``'s weight-gradient products
+``a @ b^T`` and ``matmul.py``'s float32 matrix products (``matmul``, at the end).
 
 The im2col weight gradient dW = g @ cols^T multiplies a few rows (output channels, M) by a few
 more (C*kh*kw, N) over a long shared axis L (images x output positions). On a 2-core AVX-512
@@ -28,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .onnx_proto import Node, model
-from .ort_conv import _on, _run
+from .ort_conv import _on, _run, _run_into
 from .threads import _call_threads
 
 _MIN_LENGTH = 256
@@ -80,3 +81,59 @@ def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
             return None
         out[i] = y.T if swap else y
     return out
+
+
+# ---------------------------------------------------------------- matrix products
+_MATMUL_MACS = 1 << 22  # below, OpenBLAS: MLAS ran 3 M products as fast, 0.6 M ones 1.2-1.7x slower
+
+
+def _gemm(trans_a: int, trans_b: int) -> bytes:
+    """y (m, n) = Gemm(a, b) for a (m, k), or (k, m) with ``trans_a``, and b (k, n), or
+    (n, k) with ``trans_b``; every size varies between runs, so one session per pair of flags
+    and thread count serves every shape."""
+    node = Node("Gemm", ["a", "b"], ["y"], {"transA": trans_a, "transB": trans_b})
+    a, b = (("k", "m") if trans_a else ("m", "k")), (("n", "k") if trans_b else ("k", "n"))
+    return model([node], {"a": a, "b": b}, {"y": ("m", "n")}, opsets=_OPSETS)
+
+
+def _stored(a: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A matrix as the C-ordered array it is or is the transpose of, and whether transposed;
+    None for other layouts."""
+    if a.flags.c_contiguous:
+        return a, 0
+    if a.T.flags.c_contiguous:  # a weight's or a gradient's ``.T``
+        return a.T, 1
+    return None
+
+
+def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """x @ y for float32 x (*, M, K) and y (K, N) -> (*, M, N) as one MLAS product over the
+    flattened rows; None where the route is off or the layout is not one it takes (``x``
+    C-ordered, or a transposed C-ordered matrix; ``y`` either), or the product is small.
+
+    MLAS's threads (``EMBER_NUM_THREADS``, one inside a pool share) split the output's rows and
+    columns, never the sums over K, so the bits do not depend on the thread count.
+
+    Example:
+        >>> a, b = np.ones((64, 32), np.float32), np.ones((64, 48), np.float32)
+        >>> out = matmul(a.T, b)
+        >>> out is None or (out.shape == (32, 48) and bool((out == 64).all()))
+        True
+    """
+    if y.ndim != 2 or x.ndim < 2 or x.shape[-1] != y.shape[0]:
+        return None
+    rows, (k, n) = x.size // max(x.shape[-1], 1), y.shape
+    if rows < 2 or n < 2 or rows * k * n < _MATMUL_MACS:
+        return None
+    if x.ndim == 2:
+        a = _stored(x)
+    else:  # a stack of rows (a linear layer's (batch, T, K) input)
+        a = (x.reshape(rows, k), 0) if x.flags.c_contiguous else None
+    b = _stored(y)
+    if a is None or b is None or not _on(x, y):
+        return None
+    out = np.empty((rows, n), dtype=np.float32)
+    ran = _run_into(_gemm, (a[1], b[1]), {"a": a[0], "b": b[0]}, out, _call_threads())
+    if not ran:
+        return None
+    return out if x.ndim == 2 else out.reshape(*x.shape[:-1], n)
