@@ -16,6 +16,7 @@ from types import NotImplementedType
 
 import numpy as np
 
+from . import ort_norm
 from .memo import Memo
 from .threads import _parallel_split
 
@@ -37,10 +38,36 @@ def layer_norm(
         xhat += bias
         return xhat
     x2, w, b = rows
+    fused = ort_norm.layer_norm(x2, w, b, eps)
+    if fused is not None:
+        y, mean, rstd2 = fused
+        _row_kept.put(x, (normalized_ndim, eps), (mean, rstd2))
+        return y.reshape(x.shape)
     xc, rstd = _row_stats(x2, eps)
     out = np.multiply(xc, np.multiply.outer(rstd, w), out=xc)
     out += b
     return out.reshape(x.shape)
+
+
+# each live array ``layer_norm`` normalised on ORT: its rows' (mean, rstd), both (R, 1), which
+# the backward of the same array reads instead of summing the rows again
+_row_kept = Memo()
+
+
+def _backward_stats(
+    x: np.ndarray, x2: np.ndarray, w: np.ndarray, b: np.ndarray, normalized_ndim: int, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x - mean (R, C), rstd (R,)) for the backward: from the statistics the forward kept, or
+    from the same ORT kernel run again (a recomputed or copied input), so that the bits do not
+    depend on which; NumPy's own where ORT is off."""
+    kept = _row_kept.get(x, (normalized_ndim, eps))
+    if kept is None:
+        fused = ort_norm.layer_norm(x2, w, b, eps)
+        kept = None if fused is None else fused[1:]
+    if kept is None:
+        return _row_stats(x2, eps)
+    mean, rstd2 = kept
+    return np.subtract(x2, mean), rstd2.reshape(-1)
 
 
 def _norm_rows(
@@ -103,11 +130,11 @@ def layer_norm_backward(
     rows = _norm_rows(x, weight, bias, normalized_ndim)
     if rows is None or grad.dtype != x.dtype or grad.shape != x.shape:
         return NotImplemented
-    x2, w, _ = rows
+    x2, w, b = rows
     f = x2.dtype.type
     n, width = x2.shape
     g2 = np.ascontiguousarray(grad).reshape(n, width)
-    xc, rstd = _row_stats(x2, eps)
+    xc, rstd = _backward_stats(x, x2, w, b, normalized_ndim, eps)
     gxc = np.multiply(g2, xc)
     m0, s1 = _row_dot(g2, w) / f(width), _row_dot(gxc, w) / f(width)
     if not np.isfinite(m0 + s1 + rstd).all():

@@ -1,13 +1,14 @@
-"""A minimal writer of ONNX ``ModelProto`` bytes, for ``ort_conv.py``'s one-op graphs.
+"""A minimal writer of ONNX ``ModelProto`` bytes, for the ``ort_*.py`` kernels' small graphs.
 
-Only the protobuf fields those graphs use: nodes with int / int-list attributes, float32 inputs
-and outputs (each dimension fixed, or named where it varies between runs), float32 and int64
-initializers, opset imports. The ``onnx`` package is not a
-run-time dependency; the tests parse this module's output with it.
+Only the protobuf fields those graphs use: nodes with float / int / int-list attributes,
+float32 inputs and outputs (each dimension fixed, or named where it varies between runs),
+float32 and int64 initializers, opset imports. The ``onnx`` package is not a run-time
+dependency; the tests parse this module's output with it.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -15,8 +16,8 @@ import numpy as np
 
 FLOAT, INT64 = 1, 7  # TensorProto.DataType
 _DTYPES = {np.dtype(np.float32): FLOAT, np.dtype(np.int64): INT64}
-_INT, _INTS = 2, 7  # AttributeProto.AttributeType
-Attr = int | Sequence[int]
+_FLOAT, _INT, _INTS = 1, 2, 7  # AttributeProto.AttributeType
+Attr = float | int | Sequence[int]
 Dim = int | str  # a fixed size, or the name of a size that varies between runs
 
 
@@ -49,6 +50,8 @@ def _len(field: int, payload: bytes | str) -> bytes:  # wire type 2
 
 
 def _attribute(name: str, value: Attr) -> bytes:
+    if isinstance(value, float):  # field 2 (f) is a fixed32: wire type 5
+        return _len(1, name) + _varint(2 << 3 | 5) + struct.pack("<f", value) + _int(20, _FLOAT)
     if isinstance(value, int):
         return _len(1, name) + _int(3, value) + _int(20, _INT)
     return _len(1, name) + b"".join(_int(8, v) for v in value) + _int(20, _INTS)

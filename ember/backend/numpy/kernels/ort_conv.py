@@ -181,13 +181,13 @@ def _run_into(
     build: Callable[..., bytes],
     args: tuple[object, ...],
     feeds: dict[str, np.ndarray],
-    out: np.ndarray,
+    outputs: dict[str, np.ndarray],
     threads: int,
 ) -> bool:
-    """Run ``build(*args)``'s session on C-ordered float32 ``feeds``, its one output ``y`` written
-    into ``out`` (C-ordered float32, of the output's shape); whether it ran. The output is then
-    NumPy's memory, which ``tracemalloc`` counts (``run``'s outputs are ORT's own, which it
-    does not); the binding costs about 4 µs a run."""
+    """Run ``build(*args)``'s session on C-ordered float32 ``feeds``, each output written into
+    the array ``outputs`` names for it (C-ordered float32, of the output's shape); whether it
+    ran. The outputs are then NumPy's memory, which ``tracemalloc`` counts (``run``'s are ORT's
+    own, which it does not); the binding costs about 4 µs a run."""
     session = _session(build, args, threads)
     if session is None:
         return False
@@ -195,7 +195,8 @@ def _run_into(
         binding = session.io_binding()
         for name, array in feeds.items():
             binding.bind_cpu_input(name, array)
-        binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
+        for name, out in outputs.items():
+            binding.bind_output(name, "cpu", 0, np.float32, out.shape, out.ctypes.data)
         session.run_with_iobinding(binding)
     except Exception:  # ORT logs why; ember's kernel gives the result
         return False

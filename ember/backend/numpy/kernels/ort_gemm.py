@@ -133,7 +133,7 @@ def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if a is None or b is None or not _on(x, y):
         return None
     out = np.empty((rows, n), dtype=np.float32)
-    ran = _run_into(_gemm, (a[1], b[1]), {"a": a[0], "b": b[0]}, out, _call_threads())
+    ran = _run_into(_gemm, (a[1], b[1]), {"a": a[0], "b": b[0]}, {"y": out}, _call_threads())
     if not ran:
         return None
     return out if x.ndim == 2 else out.reshape(*x.shape[:-1], n)

@@ -29,8 +29,8 @@ class Spy:
         self.calls: list[tuple[tuple[int, int], int]] = []
         run_into = ort_gemm._run_into
 
-        def spy(build: Any, args: Any, feeds: Any, out: np.ndarray, threads: int) -> bool:
-            ran = run_into(build, args, feeds, out, threads)
+        def spy(build: Any, args: Any, feeds: Any, outputs: Any, threads: int) -> bool:
+            ran = run_into(build, args, feeds, outputs, threads)
             if ran:
                 self.calls.append((args, threads))
             return ran

@@ -69,3 +69,28 @@ def test_runs_in_onnxruntime() -> None:
     want = torch.nn.functional.conv2d(xt, torch.from_numpy(w), None, (2, 1), (1, 0)).numpy()
     assert y.shape == OUTPUTS["y"]
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def _layer_norm(epsilon: float) -> bytes:
+    node = Node("LayerNormalization", ["x", "w", "b"], ["y"], {"axis": -1, "epsilon": epsilon})
+    inputs = {"x": (2, 4), "w": (4,), "b": (4,)}
+    return onnx_proto.model([node], inputs, {"y": (2, 4)}, opsets={"": 17})
+
+
+def test_a_float_attribute_parses() -> None:
+    onnx = pytest.importorskip("onnx")
+    node = onnx.load_from_string(_layer_norm(0.25)).graph.node[0]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs == {"axis": -1, "epsilon": 0.25}
+
+
+def test_a_float_attribute_runs() -> None:
+    # LayerNormalization's epsilon, kept in float32 as ONNX keeps it
+    ort = pytest.importorskip("onnxruntime")
+    x = np.array([[1, 2, 3, 4], [0, 0, 0, 8]], np.float32)
+    w, b = np.ones(4, np.float32), np.zeros(4, np.float32)
+    session = ort.InferenceSession(_layer_norm(0.25), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"x": x, "w": w, "b": b})
+    xc = x - x.mean(axis=1, keepdims=True)
+    want = xc / np.sqrt((xc * xc).mean(axis=1, keepdims=True) + 0.25)  # 1e-5 would differ
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
