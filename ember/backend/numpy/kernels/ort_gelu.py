@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from .onnx_proto import Node, model
-from .ort_conv import _on, _run
+from .ort_conv import _on, _run_into
 from .threads import _call_threads
 
 _MS = "com.microsoft"
@@ -78,8 +78,9 @@ def gelu(x: np.ndarray) -> np.ndarray | None:
     """
     if not _on(x):
         return None
-    y = _run(_gelu_graph, (), {"x": x.reshape(-1)}, _call_threads())
-    return None if y is None else y.reshape(x.shape)
+    y = np.empty(x.shape, dtype=np.float32)
+    ran = _run_into(_gelu_graph, (), {"x": x.reshape(-1)}, {"y": y.reshape(-1)}, _call_threads())
+    return y if ran else None
 
 
 def gelu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray | None:
@@ -87,5 +88,7 @@ def gelu_backward(grad: np.ndarray, x: np.ndarray) -> np.ndarray | None:
     route is off."""
     if not _on(grad, x):
         return None
-    y = _run(_gelu_backward_graph, (), {"x": x.reshape(-1), "g": grad.reshape(-1)}, _call_threads())
-    return None if y is None else y.reshape(x.shape)
+    y = np.empty(x.shape, dtype=np.float32)
+    feeds = {"x": x.reshape(-1), "g": grad.reshape(-1)}
+    ran = _run_into(_gelu_backward_graph, (), feeds, {"y": y.reshape(-1)}, _call_threads())
+    return y if ran else None
