@@ -37,8 +37,14 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``x @ y`` ``(*, M, K) @ (*, K, N) -> (*, M, N)``, large products on the pool."""
-    if x.dtype == np.float32 == y.dtype:
-        out = ort_gemm.matmul(x, y)  # one MLAS product on ORT's threads where it takes it
+    # one MLAS product on ORT's threads where it takes it (x.size * N: the multiply-adds, a
+    # cheap first test, since most float32 products of a small model stay on OpenBLAS)
+    if (
+        x.dtype == np.float32 == y.dtype
+        and y.ndim == 2
+        and x.size * y.shape[1] >= ort_gemm.MIN_MACS
+    ):
+        out = ort_gemm.matmul(x, y)
         if out is not None:
             return out
     if (

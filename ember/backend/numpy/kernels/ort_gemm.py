@@ -84,7 +84,7 @@ def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
 
 
 # ---------------------------------------------------------------- matrix products
-_MATMUL_MACS = 1 << 22  # below, OpenBLAS: MLAS ran 3 M products as fast, 0.6 M ones 1.2-1.7x slower
+MIN_MACS = 1 << 22  # below, OpenBLAS: MLAS ran 3 M products as fast, 0.6 M ones 1.2-1.7x slower
 
 
 def _gemm(trans_a: int, trans_b: int) -> bytes:
@@ -123,7 +123,7 @@ def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if y.ndim != 2 or x.ndim < 2 or x.shape[-1] != y.shape[0]:
         return None
     rows, (k, n) = x.size // max(x.shape[-1], 1), y.shape
-    if rows < 2 or n < 2 or rows * k * n < _MATMUL_MACS:
+    if rows < 2 or n < 2 or rows * k * n < MIN_MACS:
         return None
     if x.ndim == 2:
         a = _stored(x)

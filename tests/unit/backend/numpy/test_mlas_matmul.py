@@ -135,7 +135,7 @@ def test_declines(spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
     big = rng.standard_normal((512, 512), dtype=np.float32)
     small = rng.standard_normal((64, 64), dtype=np.float32)  # 262 K multiply-adds
     cases = [
-        (small, small),  # below _MATMUL_MACS
+        (small, small),  # below MIN_MACS
         (big[:, ::2], big[:256]),  # a strided (neither C- nor transposed-C-ordered) matrix
         (big.reshape(2, 256, 512), big.reshape(2, 512, 256)),  # a batched right operand
         (big.astype(np.float64), big.astype(np.float64)),  # float64 stays on OpenBLAS
